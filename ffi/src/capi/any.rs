@@ -1,0 +1,97 @@
+//! C API: Any conversion, strings, bytes and big integers (c_api.h "Any", "String/Bytes").
+
+use std::ffi::c_int;
+
+use super::{byte_array_arg, guard, non_null};
+use crate::abi::{kTVMFFIBigInt, kTVMFFIInt, TVMFFIAny, TVMFFIByteArray};
+use crate::any::Any;
+use crate::bigint::{any_from_words, BigIntObj};
+use crate::error::Error;
+use crate::string::{BytesObj, StrObj};
+
+/// Copies a view into an owned Any (objects gain a reference; RawStr/ByteArrayPtr become
+/// String/Bytes; ObjectRValueRef moves the object out of its slot).
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(view: *const TVMFFIAny, out: *mut TVMFFIAny) -> c_int {
+    guard(|| {
+        let view = non_null(view, "TVMFFIAnyViewToOwnedAny", "any_view")?;
+        let out = non_null(out, "TVMFFIAnyViewToOwnedAny", "out")? as *mut TVMFFIAny;
+        // SAFETY: the caller passes a valid view and a writable slot.
+        unsafe { *out = Any::copy_from_raw_view(&*view)?.into_raw() };
+        Ok(())
+    })
+}
+
+/// Writes an owned string (SmallStr when at most 7 bytes, else `ffi.String`) into `out`.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIStringFromByteArray(input: *const TVMFFIByteArray, out: *mut TVMFFIAny) -> c_int {
+    guard(|| {
+        let out = non_null(out, "TVMFFIStringFromByteArray", "out")? as *mut TVMFFIAny;
+        // SAFETY: writable slot; set None first so that a failure leaves a valid value.
+        unsafe { *out = TVMFFIAny::NONE };
+        // SAFETY: the caller passes a valid byte array.
+        let bytes = unsafe { byte_array_arg(input, "TVMFFIStringFromByteArray", "input") }?;
+        // SAFETY: writable slot.
+        unsafe { *out = StrObj::any_from(bytes) };
+        Ok(())
+    })
+}
+
+/// Writes owned bytes (SmallBytes when at most 7 bytes, else `ffi.Bytes`) into `out`.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIBytesFromByteArray(input: *const TVMFFIByteArray, out: *mut TVMFFIAny) -> c_int {
+    guard(|| {
+        let out = non_null(out, "TVMFFIBytesFromByteArray", "out")? as *mut TVMFFIAny;
+        // SAFETY: writable slot.
+        unsafe { *out = TVMFFIAny::NONE };
+        // SAFETY: the caller passes a valid byte array.
+        let bytes = unsafe { byte_array_arg(input, "TVMFFIBytesFromByteArray", "input") }?;
+        // SAFETY: writable slot.
+        unsafe { *out = BytesObj::any_from(bytes) };
+        Ok(())
+    })
+}
+
+/// Builds an integer from little-word-first two's-complement int64 words: Int when it fits,
+/// else `ffi.BigInt`. The size must be a multiple of 8 (ValueError otherwise).
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(input: *const TVMFFIByteArray, out: *mut TVMFFIAny) -> c_int {
+    guard(|| {
+        let out = non_null(out, "TVMFFIBigIntFromByteArray", "out")? as *mut TVMFFIAny;
+        // SAFETY: writable slot.
+        unsafe { *out = TVMFFIAny::NONE };
+        // SAFETY: the caller passes a valid byte array.
+        let bytes = unsafe { byte_array_arg(input, "TVMFFIBigIntFromByteArray", "input") }?;
+        if bytes.len() % 8 != 0 {
+            return Err(Error::value_error(format!(
+                "TVMFFIBigIntFromByteArray: the size must be a multiple of 8 bytes (int64 words), got {}",
+                bytes.len()
+            )));
+        }
+        let words: Vec<i64> = bytes.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect();
+        // SAFETY: writable slot.
+        unsafe { *out = any_from_words(&words).into_raw() };
+        Ok(())
+    })
+}
+
+/// The int64 words of an Int or BigInt value, borrowed from `value` (empty for other types).
+#[no_mangle]
+pub unsafe extern "C" fn TVMFFIBigIntGetContentByteArray(value: *const TVMFFIAny) -> TVMFFIByteArray {
+    let empty = TVMFFIByteArray { data: std::ptr::null(), size: 0 };
+    if value.is_null() {
+        return empty;
+    }
+    // SAFETY: the caller passes a valid value that outlives the result.
+    unsafe {
+        match (*value).type_index {
+            kTVMFFIInt => TVMFFIByteArray { data: std::ptr::addr_of!((*value).value.v_int64) as *const _, size: 8 },
+            kTVMFFIBigInt => {
+                let obj = &*((*value).value.v_obj as *const BigIntObj);
+                let w = obj.words();
+                TVMFFIByteArray { data: w.as_ptr() as *const _, size: w.len() * 8 }
+            }
+            _ => empty,
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! anyffi: the TVM FFI object system and stable C ABI (apache-tvm-ffi 0.1.x), in Rust.
+//!
+//! Layers, bottom up: `abi` (C layouts) → `object` (header, refcounts) → `any` (owned/borrowed
+//! values) → one module per object type → `type_table` → `capi` (the exported C symbols, thin
+//! shells over the safe code).
+#![deny(unsafe_op_in_unsafe_fn)]
+// ABI constants keep their upstream C names (kTVMFFI*, kDL*) so they read like the header.
+#![allow(non_upper_case_globals)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod abi;
+pub mod any;
+pub mod backtrace;
+pub mod bigint;
+pub mod capi;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod function;
+pub mod object;
+pub mod opaque;
+pub mod shape;
+pub mod string;
+pub mod tensor;
+pub mod type_table;
+
+pub use any::{Any, AnyView, FromAny};
+pub use error::{Error, Result};
+pub use function::{Function, FunctionObj, IntoAny, TypedFn};
+pub use object::{make_object, Object, ObjectRef, ObjectType, WeakRef};
+pub use shape::{Shape, ShapeObj};
+pub use string::{Bytes, BytesObj, Str, StrObj};
+pub use tensor::{DLTensorArg, Tensor, TensorObj};

@@ -1,0 +1,666 @@
+//! The type table (c_api.h "Type reflection"): static entries, index allocation with child slots
+//! and overflow (spec §3.2), key lookup, stable `TVMFFITypeInfo` pointers, reflected fields,
+//! methods, metadata and type-attribute columns.
+//!
+//! Rationale: header-compiled C++ stores `TVMFFITypeInfo*` (ancestors are pointers) and reads them
+//! without locks, so entries are leaked boxes that never move, and the index→entry map is a
+//! two-level array of atomics that readers walk without taking a lock. Writers (registration,
+//! normally at load time) serialise on one mutex.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::LazyLock;
+
+use parking_lot::Mutex;
+
+use crate::abi::*;
+use crate::any::Any;
+use crate::error::{Error, Result};
+
+const CHUNK_BITS: usize = 10;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const NUM_CHUNKS: usize = 256;
+/// Largest number of type indices the table can hold.
+pub const MAX_TYPES: usize = CHUNK * NUM_CHUNKS;
+
+/// One registered type. `info` comes first so that `*const TypeEntry` is a `*const TVMFFITypeInfo`.
+#[repr(C)]
+pub struct TypeEntry {
+    pub info: TVMFFITypeInfo,
+    key: Box<str>,
+    ancestors: Box<[*const TVMFFITypeInfo]>,
+    num_slots: i32,
+    allocated_slots: i32,
+    can_overflow: bool,
+    fields: Vec<TVMFFIFieldInfo>,
+    methods: Vec<TVMFFIMethodInfo>,
+    metadata: Option<Box<TVMFFITypeMetadata>>,
+    /// Backing storage of the byte arrays inside `fields`, `methods` and `metadata`.
+    strings: Vec<Box<[u8]>>,
+}
+
+impl TypeEntry {
+    /// The type key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+    /// Reflected fields registered on this type itself (not its ancestors).
+    pub fn fields(&self) -> &[TVMFFIFieldInfo] {
+        &self.fields
+    }
+    /// Reflected methods registered on this type itself.
+    pub fn methods(&self) -> &[TVMFFIMethodInfo] {
+        &self.methods
+    }
+    /// Registered metadata, if any.
+    pub fn metadata(&self) -> Option<&TVMFFITypeMetadata> {
+        self.metadata.as_deref()
+    }
+    /// Ancestors, root first.
+    pub fn ancestors(&self) -> &[*const TVMFFITypeInfo] {
+        &self.ancestors
+    }
+}
+
+/// A type-attribute column; its address is stable, `col.data/size` follow `values`.
+struct Column {
+    col: TVMFFITypeAttrColumn,
+    values: Vec<TVMFFIAny>,
+}
+
+struct Writer {
+    key_to_index: HashMap<Box<str>, i32>,
+    counter: i32,
+    columns: HashMap<Box<str>, *mut Column>,
+}
+
+struct Table {
+    chunks: [AtomicPtr<[AtomicPtr<TypeEntry>; CHUNK]>; NUM_CHUNKS],
+    writer: Mutex<Writer>,
+}
+
+// SAFETY: raw pointers in Writer point at leaked, never-freed entries and columns, only mutated
+// under the writer lock.
+unsafe impl Send for Writer {}
+
+/// Type-attribute columns the official library creates eagerly: header code caches their
+/// pointers (even when NULL) on first use, so they must exist before any foreign code runs.
+const EAGER_COLUMNS: &[&str] = &[
+    "__ffi_enum__",
+    "__any_hash__",
+    "__any_equal__",
+    "__s_equal__",
+    "__s_hash__",
+    "__s_visit__",
+    "__s_mutate__",
+    "__s_maybe_inplace_mutate__",
+    "__data_to_json__",
+    "__data_from_json__",
+    "__ffi_shallow_copy__",
+    "__ffi_repr__",
+    "__ffi_hash__",
+    "__ffi_eq__",
+    "__ffi_compare__",
+    "__ffi_new__",
+    "__ffi_init__",
+];
+
+const STATIC_POD_KEYS: &[(i32, &str)] = &[
+    (kTVMFFINone, "None"),
+    (kTVMFFIInt, "int"),
+    (kTVMFFIBool, "bool"),
+    (kTVMFFIFloat, "float"),
+    (kTVMFFIOpaquePtr, "void*"),
+    (kTVMFFIDataType, "DataType"),
+    (kTVMFFIDevice, "Device"),
+    (kTVMFFIDLTensorPtr, "DLTensor*"),
+    (kTVMFFIRawStr, "const char*"),
+    (kTVMFFIByteArrayPtr, "TVMFFIByteArray*"),
+    (kTVMFFIObjectRValueRef, "ObjectRValueRef"),
+    (kTVMFFISmallStr, "ffi.SmallStr"),
+    (kTVMFFISmallBytes, "ffi.SmallBytes"),
+    (kTVMFFIUnchanged, "ffi.Unchanged"),
+];
+
+const STATIC_OBJECT_KEYS: &[(i32, &str)] = &[
+    (kTVMFFIStr, "ffi.String"),
+    (kTVMFFIBigInt, "ffi.BigInt"),
+    (kTVMFFIBytes, "ffi.Bytes"),
+    (kTVMFFIError, "ffi.Error"),
+    (kTVMFFIFunction, "ffi.Function"),
+    (kTVMFFIShape, "ffi.Shape"),
+    (kTVMFFITensor, "ffi.Tensor"),
+    (kTVMFFIArray, "ffi.Array"),
+    (kTVMFFIList, "ffi.List"),
+    (kTVMFFIMap, "ffi.Map"),
+    (kTVMFFIDict, "ffi.Dict"),
+    (kTVMFFIModule, "ffi.Module"),
+    (kTVMFFIOpaquePyObject, "ffi.OpaquePyObject"),
+    (kTVMFFIVisitInterrupt, "ffi.VisitInterrupt"),
+];
+
+static TABLE: LazyLock<Table> = LazyLock::new(|| {
+    let table = Table {
+        chunks: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CHUNKS],
+        writer: Mutex::new(Writer {
+            key_to_index: HashMap::new(),
+            counter: kTVMFFIDynObjectBegin,
+            columns: HashMap::new(),
+        }),
+    };
+    {
+        let mut w = table.writer.lock();
+        let alloc = |w: &mut Writer, key: &str, ti: i32, depth: i32, overflow: bool, parent: i32| {
+            table.alloc_locked(w, key, ti, depth, 0, overflow, parent).expect("static type entry");
+        };
+        alloc(&mut w, "ffi.Object", kTVMFFIObject, 0, true, -1);
+        for &(ti, key) in STATIC_POD_KEYS {
+            alloc(&mut w, key, ti, 0, false, -1);
+        }
+        for &(ti, key) in STATIC_OBJECT_KEYS {
+            alloc(&mut w, key, ti, 1, false, kTVMFFIObject);
+        }
+        for name in EAGER_COLUMNS {
+            table.column_locked(&mut w, name);
+        }
+    }
+    // Metadata after the writer lock is released: registration re-enters the table.
+    let object_meta = TVMFFITypeMetadata {
+        doc: TVMFFIByteArray { data: ptr::null(), size: 0 },
+        creator: None,
+        total_size: 24,
+        structural_eq_hash_kind: kTVMFFISEqHashKindUnsupported,
+    };
+    table.register_metadata(kTVMFFIObject, &object_meta).expect("ffi.Object metadata");
+    let bigint_meta = TVMFFITypeMetadata { total_size: 32, ..object_meta };
+    table.register_metadata(kTVMFFIBigInt, &bigint_meta).expect("ffi.BigInt metadata");
+    table
+});
+
+/// `std::hash<std::string_view>` of libstdc++ (`_Hash_bytes` with seed 0xc70f6907), which the
+/// official library stores as `type_key_hash` and structural hashing mixes in.
+pub fn type_key_hash(bytes: &[u8]) -> u64 {
+    const MUL: u64 = (0xc6a4_a793u64 << 32) + 0x5bd1_e995;
+    let shift_mix = |v: u64| v ^ (v >> 47);
+    let mut hash = 0xc70f_6907u64 ^ (bytes.len() as u64).wrapping_mul(MUL);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let word = u64::from_le_bytes(c.try_into().unwrap());
+        hash ^= shift_mix(word.wrapping_mul(MUL)).wrapping_mul(MUL);
+        hash = hash.wrapping_mul(MUL);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let word = rest.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
+        hash ^= word;
+        hash = hash.wrapping_mul(MUL);
+    }
+    shift_mix(shift_mix(hash).wrapping_mul(MUL))
+}
+
+fn leak_bytes(strings: &mut Vec<Box<[u8]>>, src: &TVMFFIByteArray) -> TVMFFIByteArray {
+    if src.data.is_null() || src.size == 0 {
+        return TVMFFIByteArray { data: ptr::null(), size: 0 };
+    }
+    // SAFETY: the registering caller passes a valid byte range.
+    let bytes = unsafe { std::slice::from_raw_parts(src.data as *const u8, src.size) };
+    let mut owned = Vec::with_capacity(bytes.len() + 1);
+    owned.extend_from_slice(bytes);
+    owned.push(0);
+    let owned = owned.into_boxed_slice();
+    let out = TVMFFIByteArray { data: owned.as_ptr() as *const _, size: bytes.len() };
+    strings.push(owned);
+    out
+}
+
+/// Reads a byte array as UTF-8 (lossy) for messages and keys.
+///
+/// # Safety
+/// `b` must describe readable memory (or be empty).
+pub unsafe fn byte_array_str(b: &TVMFFIByteArray) -> std::borrow::Cow<'_, str> {
+    if b.data.is_null() || b.size == 0 {
+        return "".into();
+    }
+    // SAFETY: per the caller.
+    String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(b.data as *const u8, b.size) })
+}
+
+impl Table {
+    #[inline]
+    fn get(&self, index: i32) -> *mut TypeEntry {
+        if index < 0 || index as usize >= MAX_TYPES {
+            return ptr::null_mut();
+        }
+        let idx = index as usize;
+        let chunk = self.chunks[idx >> CHUNK_BITS].load(Ordering::Acquire);
+        if chunk.is_null() {
+            return ptr::null_mut();
+        }
+        // SAFETY: chunks are leaked and never freed.
+        unsafe { (*chunk)[idx & (CHUNK - 1)].load(Ordering::Acquire) }
+    }
+
+    fn set(&self, index: i32, entry: *mut TypeEntry) {
+        let idx = index as usize;
+        let slot = &self.chunks[idx >> CHUNK_BITS];
+        let mut chunk = slot.load(Ordering::Acquire);
+        if chunk.is_null() {
+            let fresh: Box<[AtomicPtr<TypeEntry>; CHUNK]> =
+                Box::new([const { AtomicPtr::new(ptr::null_mut()) }; CHUNK]);
+            chunk = Box::into_raw(fresh);
+            slot.store(chunk, Ordering::Release);
+        }
+        // SAFETY: chunk was leaked above or earlier; only the writer (locked) stores.
+        unsafe { (*chunk)[idx & (CHUNK - 1)].store(entry, Ordering::Release) };
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alloc_locked(
+        &self,
+        w: &mut Writer,
+        key: &str,
+        static_index: i32,
+        depth: i32,
+        child_slots: i32,
+        mut can_overflow: bool,
+        parent_index: i32,
+    ) -> Result<i32> {
+        if let Some(&ti) = w.key_to_index.get(key) {
+            return Ok(ti);
+        }
+        if parent_index == -2 {
+            return Ok(-2);
+        }
+        if child_slots < 0 {
+            return Err(Error::value_error(format!(
+                "TVMFFITypeGetOrAllocIndex: `num_child_slots` of `{key}` must be >= 0, got {child_slots}"
+            )));
+        }
+        let parent = if parent_index >= 0 {
+            let p = self.get(parent_index);
+            if p.is_null() {
+                return Err(Error::value_error(format!(
+                    "TVMFFITypeGetOrAllocIndex: parent type index {parent_index} of `{key}` is not registered"
+                )));
+            }
+            Some(p)
+        } else {
+            None
+        };
+        let index = if static_index >= 0 {
+            if static_index as usize >= MAX_TYPES || !self.get(static_index).is_null() {
+                let other = self.get(static_index);
+                let other = if other.is_null() {
+                    "an out-of-range index".to_string()
+                } else {
+                    // SAFETY: entries are never freed.
+                    format!("`{}`", unsafe { &(*other).key })
+                };
+                return Err(Error::runtime_error(format!(
+                    "TVMFFITypeGetOrAllocIndex: conflicting static index {static_index} between {other} and `{key}`"
+                )));
+            }
+            static_index
+        } else {
+            let Some(p) = parent else {
+                return Err(Error::value_error(format!(
+                    "TVMFFITypeGetOrAllocIndex: `{key}` needs a static index or a parent type"
+                )));
+            };
+            // SAFETY: entries are never freed; mutated only under the writer lock we hold.
+            let p = unsafe { &mut *p };
+            let need = child_slots + 1;
+            if p.allocated_slots + need <= p.num_slots {
+                let ti = p.info.type_index + p.allocated_slots;
+                p.allocated_slots += need;
+                ti
+            } else if p.can_overflow {
+                let ti = w.counter;
+                if (ti as usize) + need as usize > MAX_TYPES {
+                    return Err(Error::runtime_error(format!(
+                        "TVMFFITypeGetOrAllocIndex: the type table is full ({MAX_TYPES} indices) while registering `{key}`"
+                    )));
+                }
+                w.counter += need;
+                ti
+            } else {
+                return Err(Error::runtime_error(format!(
+                    "TVMFFITypeGetOrAllocIndex: reached the maximum number of sub-classes of `{}` while registering `{key}`",
+                    p.key
+                )));
+            }
+        };
+        let mut ancestors = Vec::new();
+        if let Some(p) = parent {
+            // SAFETY: entries are never freed.
+            let p = unsafe { &*p };
+            if !p.can_overflow {
+                can_overflow = false;
+            }
+            if index <= p.info.type_index {
+                return Err(Error::runtime_error(format!(
+                    "TVMFFITypeGetOrAllocIndex: `{key}` (index {index}) must come after its parent `{}` ({})",
+                    p.key, p.info.type_index
+                )));
+            }
+            ancestors.extend_from_slice(&p.ancestors);
+            ancestors.push(&p.info as *const TVMFFITypeInfo);
+        }
+        if depth != ancestors.len() as i32 {
+            return Err(Error::value_error(format!(
+                "TVMFFITypeGetOrAllocIndex: `{key}` declares depth {depth} but its parent chain has depth {}",
+                ancestors.len()
+            )));
+        }
+        let key_box: Box<str> = key.into();
+        let ancestors = ancestors.into_boxed_slice();
+        let entry = Box::into_raw(Box::new(TypeEntry {
+            info: TVMFFITypeInfo {
+                type_index: index,
+                type_depth: depth,
+                type_key: TVMFFIByteArray { data: key_box.as_ptr() as *const _, size: key_box.len() },
+                type_ancestors: if ancestors.is_empty() { ptr::null() } else { ancestors.as_ptr() },
+                type_key_hash: type_key_hash(key.as_bytes()),
+                num_fields: 0,
+                num_methods: 0,
+                fields: ptr::null(),
+                methods: ptr::null(),
+                metadata: ptr::null(),
+            },
+            key: key_box,
+            ancestors,
+            num_slots: child_slots + 1,
+            allocated_slots: 1,
+            can_overflow,
+            fields: Vec::new(),
+            methods: Vec::new(),
+            metadata: None,
+            strings: Vec::new(),
+        }));
+        self.set(index, entry);
+        w.key_to_index.insert(key.into(), index);
+        Ok(index)
+    }
+
+    fn column_locked(&self, w: &mut Writer, name: &str) -> *mut Column {
+        *w.columns.entry(name.into()).or_insert_with(|| {
+            Box::into_raw(Box::new(Column {
+                col: TVMFFITypeAttrColumn { data: ptr::null(), size: 0, begin_index: 0 },
+                values: Vec::new(),
+            }))
+        })
+    }
+
+    fn entry_mut(&self, index: i32, what: &str) -> Result<&mut TypeEntry> {
+        let e = self.get(index);
+        if e.is_null() {
+            return Err(Error::value_error(format!("{what}: unknown type index {index}")));
+        }
+        // SAFETY: entries are never freed; the caller holds the writer lock.
+        Ok(unsafe { &mut *e })
+    }
+
+    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+        let _w = self.writer.lock();
+        let e = self.entry_mut(index, "TVMFFITypeRegisterMetadata")?;
+        if e.metadata.is_some() {
+            return Err(Error::runtime_error(format!(
+                "TVMFFITypeRegisterMetadata: overriding the metadata of `{}` is not allowed",
+                e.key
+            )));
+        }
+        let doc = leak_bytes(&mut e.strings, &meta.doc);
+        let m = Box::new(TVMFFITypeMetadata { doc, ..*meta });
+        e.info.metadata = &*m as *const _;
+        e.metadata = Some(m);
+        Ok(())
+    }
+}
+
+/// `TVMFFITypeGetOrAllocIndex` (spec §3.2).
+pub fn get_or_alloc_index(
+    key: &str,
+    static_index: i32,
+    depth: i32,
+    child_slots: i32,
+    can_overflow: bool,
+    parent_index: i32,
+) -> Result<i32> {
+    let t = &*TABLE;
+    let mut w = t.writer.lock();
+    t.alloc_locked(&mut w, key, static_index, depth, child_slots, can_overflow, parent_index)
+}
+
+/// The index of a registered key.
+pub fn key_to_index(key: &str) -> Option<i32> {
+    TABLE.writer.lock().key_to_index.get(key).copied()
+}
+
+/// The entry of a registered index, or `None`.
+#[inline]
+pub fn type_entry(index: i32) -> Option<&'static TypeEntry> {
+    let e = TABLE.get(index);
+    // SAFETY: entries are leaked and never freed.
+    (!e.is_null()).then(|| unsafe { &*e })
+}
+
+/// The stable `TVMFFITypeInfo` pointer of an index, or NULL.
+#[inline]
+pub fn type_info_ptr(index: i32) -> *const TVMFFITypeInfo {
+    TABLE.get(index) as *const TVMFFITypeInfo
+}
+
+/// The key of an index, or `<unknown type N>` (for messages).
+pub fn type_key_of(index: i32) -> String {
+    match type_entry(index) {
+        Some(e) => e.key.to_string(),
+        None => format!("<unknown type {index}>"),
+    }
+}
+
+/// Whether `ancestor` is a proper ancestor of `index` (lock-free).
+#[inline]
+pub fn is_ancestor(ancestor: i32, index: i32) -> bool {
+    if index <= ancestor {
+        return false;
+    }
+    let (Some(a), Some(e)) = (type_entry(ancestor), type_entry(index)) else { return false };
+    let d = a.info.type_depth as usize;
+    d < e.ancestors.len() && ptr::eq(e.ancestors[d], &a.info)
+}
+
+/// Whether an object of type `index` is an instance of `target` (itself or a descendant).
+#[inline]
+pub fn is_instance_of(index: i32, target: i32) -> bool {
+    index == target || is_ancestor(target, index)
+}
+
+/// `TVMFFITypeRegisterMetadata`.
+pub fn register_metadata(index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+    TABLE.register_metadata(index, meta)
+}
+
+/// `TVMFFITypeRegisterField`: copies the description, owning its strings, default and setter.
+pub fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+    let t = &*TABLE;
+    let _w = t.writer.lock();
+    let e = t.entry_mut(index, "TVMFFITypeRegisterField")?;
+    // SAFETY: the caller passes valid byte arrays.
+    let name = unsafe { byte_array_str(&info.name) }.into_owned();
+    // SAFETY: field names are kept as owned copies in `strings`.
+    if e.fields.iter().any(|f| unsafe { byte_array_str(&f.name) } == name) {
+        return Err(Error::value_error(format!(
+            "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
+            e.key
+        )));
+    }
+    let default = if info.flags & kTVMFFIFieldFlagBitMaskHasDefault != 0 {
+        // SAFETY: the caller passes a valid view; we keep an owned copy.
+        unsafe { Any::copy_from_raw_view(&info.default_value_or_factory) }?.into_raw()
+    } else {
+        TVMFFIAny::NONE
+    };
+    let setter = info.setter;
+    if info.flags & kTVMFFIFieldFlagBitMaskSetterIsFunctionObj != 0 && !setter.is_null() {
+        // SAFETY: the flag says the setter is a live Function handle; we retain it.
+        unsafe { crate::object::inc_ref(setter as *mut TVMFFIObject) };
+    }
+    let copy = TVMFFIFieldInfo {
+        name: leak_bytes(&mut e.strings, &info.name),
+        doc: leak_bytes(&mut e.strings, &info.doc),
+        metadata: leak_bytes(&mut e.strings, &info.metadata),
+        default_value_or_factory: default,
+        setter,
+        ..*info
+    };
+    e.fields.push(copy);
+    e.info.fields = e.fields.as_ptr();
+    e.info.num_fields = e.fields.len() as i32;
+    Ok(())
+}
+
+/// `TVMFFITypeRegisterMethod`: copies the description and retains the method.
+pub fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+    let t = &*TABLE;
+    let _w = t.writer.lock();
+    let e = t.entry_mut(index, "TVMFFITypeRegisterMethod")?;
+    // SAFETY: the caller passes a valid view; we keep an owned copy.
+    let method = unsafe { Any::copy_from_raw_view(&info.method) }?.into_raw();
+    let copy = TVMFFIMethodInfo {
+        name: leak_bytes(&mut e.strings, &info.name),
+        doc: leak_bytes(&mut e.strings, &info.doc),
+        metadata: leak_bytes(&mut e.strings, &info.metadata),
+        method,
+        ..*info
+    };
+    e.methods.push(copy);
+    e.info.methods = e.methods.as_ptr();
+    e.info.num_methods = e.methods.len() as i32;
+    Ok(())
+}
+
+/// `TVMFFITypeRegisterAttr`: column `name`, entry `index` = an owned copy of `value`.
+pub fn register_attr(index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+    let t = &*TABLE;
+    let mut w = t.writer.lock();
+    let col = t.column_locked(&mut w, name);
+    if index == kTVMFFINone {
+        return Ok(());
+    }
+    if index < 0 || t.get(index).is_null() {
+        return Err(Error::value_error(format!(
+            "TVMFFITypeRegisterAttr: unknown type index {index} for attribute `{name}`"
+        )));
+    }
+    // SAFETY: columns are leaked and mutated only under the writer lock.
+    let col = unsafe { &mut *col };
+    let i = index as usize;
+    if i < col.values.len() && col.values[i].type_index != kTVMFFINone {
+        return Err(Error::runtime_error(format!(
+            "TVMFFITypeRegisterAttr: attribute `{name}` of type `{}` is already registered",
+            type_key_of(index)
+        )));
+    }
+    // SAFETY: the caller passes a valid view; we keep an owned copy.
+    let owned = unsafe { Any::copy_from_raw_view(value) }?.into_raw();
+    if i >= col.values.len() {
+        // The old buffer is leaked, not freed: readers may still hold `col.data` (no lock on reads).
+        let mut grown = Vec::with_capacity((i + 1).max(col.values.len() * 2).max(16));
+        grown.extend_from_slice(&col.values);
+        grown.resize(i + 1, TVMFFIAny::NONE);
+        std::mem::forget(std::mem::replace(&mut col.values, grown));
+    }
+    col.values[i] = owned;
+    col.col.data = col.values.as_ptr();
+    col.col.size = col.values.len() as i32;
+    Ok(())
+}
+
+/// `TVMFFIGetTypeAttrColumn`: the stable column pointer, or NULL when no such column exists.
+pub fn attr_column(name: &str) -> *const TVMFFITypeAttrColumn {
+    let w = TABLE.writer.lock();
+    match w.columns.get(name) {
+        // SAFETY: columns are leaked.
+        Some(&c) => unsafe { &(*c).col as *const _ },
+        None => ptr::null(),
+    }
+}
+
+/// The value of attribute `name` for type `index`, borrowed from the column.
+pub fn attr_value(name: &str, index: i32) -> Option<TVMFFIAny> {
+    let col = attr_column(name);
+    if col.is_null() || index < 0 {
+        return None;
+    }
+    // SAFETY: columns are leaked; data has `size` entries.
+    let col = unsafe { &*col };
+    if index >= col.size {
+        return None;
+    }
+    // SAFETY: bounds checked above.
+    let v = unsafe { *col.data.add(index as usize) };
+    (v.type_index != kTVMFFINone).then_some(v)
+}
+
+/// Every registered type key, ordered by index.
+pub fn registered_keys() -> Vec<String> {
+    let w = TABLE.writer.lock();
+    let mut v: Vec<(i32, String)> = w.key_to_index.iter().map(|(k, &i)| (i, k.to_string())).collect();
+    v.sort();
+    v.into_iter().map(|(_, k)| k).collect()
+}
+
+/// Unused hook to keep `c_void` imported for the doc links above.
+#[allow(dead_code)]
+fn _unused(_: *mut c_void) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libstdcxx_hash_matches_official_type_key_hash() {
+        assert_eq!(type_key_hash(b"None"), 18116513903021958570);
+    }
+
+    #[test]
+    fn static_entries() {
+        for &(ti, key) in STATIC_POD_KEYS {
+            let e = type_entry(ti).unwrap();
+            assert_eq!(e.key(), key);
+            assert_eq!(e.info.type_depth, 0);
+            assert!(e.info.type_ancestors.is_null());
+        }
+        for &(ti, key) in STATIC_OBJECT_KEYS {
+            let e = type_entry(ti).unwrap();
+            assert_eq!(e.key(), key);
+            assert_eq!(e.info.type_depth, 1);
+            assert_eq!(e.ancestors(), &[type_info_ptr(kTVMFFIObject)]);
+        }
+        assert_eq!(type_entry(kTVMFFIObject).unwrap().metadata().unwrap().total_size, 24);
+        assert_eq!(key_to_index("ffi.String"), Some(65));
+        assert!(type_entry(14).is_none());
+        assert!(!attr_column("__any_hash__").is_null());
+    }
+
+    #[test]
+    fn child_slots_then_overflow() {
+        let base = get_or_alloc_index("tt.Base", -1, 1, 2, true, kTVMFFIObject).unwrap();
+        assert!(base >= kTVMFFIDynObjectBegin);
+        let c1 = get_or_alloc_index("tt.C1", -1, 2, 0, true, base).unwrap();
+        let c2 = get_or_alloc_index("tt.C2", -1, 2, 0, true, base).unwrap();
+        assert_eq!((c1, c2), (base + 1, base + 2));
+        let c3 = get_or_alloc_index("tt.C3", -1, 2, 0, true, base).unwrap();
+        assert!(c3 > base + 2);
+        assert!(is_ancestor(base, c3) && is_ancestor(kTVMFFIObject, c3));
+        assert!(!is_ancestor(c1, c2));
+        assert_eq!(get_or_alloc_index("tt.C1", -1, 7, 7, false, 3).unwrap(), c1);
+        assert_eq!(get_or_alloc_index("tt.Missing", -1, 1, 0, true, -2).unwrap(), -2);
+        let p = type_info_ptr(c1);
+        assert_eq!(type_info_ptr(c1), p);
+        assert!(get_or_alloc_index("tt.Bad", -1, 5, 0, true, base).is_err(), "depth mismatch");
+        assert!(get_or_alloc_index("tt.Conflict", 65, 1, 0, false, 64).is_err());
+    }
+}
