@@ -1,1 +1,14 @@
-//! placeholder
+//! anyffi-registry: the global function table, the built-in `ffi.*` functions, the environment
+//! (streams, DLPack allocators, init-once handles, host C APIs) and their C symbols.
+//!
+//! Layering: this crate sits on `anyffi` (objects, values, the type table) and below
+//! `anyffi-runtime` (devices, tensors, ops), which builds the shared library.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![allow(non_upper_case_globals)]
+
+pub mod builtins;
+pub mod capi;
+pub mod env;
+pub mod global;
+
+pub use global::{get_global, register_global, register_packed, register_typed, GlobalEntry};

@@ -1,0 +1,14 @@
+//! The built-in global functions, one file per family; `register_all` is the one list.
+
+mod basic;
+mod registry;
+mod testing;
+
+use crate::global::Registrar;
+
+/// Registers every built-in function into a table under construction.
+pub fn register_all(r: &mut Registrar<'_>) {
+    registry::register(r);
+    basic::register(r);
+    testing::register(r);
+}
