@@ -407,7 +407,7 @@ impl Table {
         let e = self.entry_mut(index, "TVMFFITypeRegisterMetadata")?;
         if e.metadata.is_some() {
             return Err(Error::runtime_error(format!(
-                "TVMFFITypeRegisterMetadata: overriding the metadata of `{}` is not allowed",
+                "TVMFFITypeRegisterMetadata: Overriding the metadata of `{}` is not allowed",
                 e.key
             )));
         }

@@ -189,12 +189,13 @@ pub fn check_signals() -> c_int {
         let state = if ensure.is_null() {
             None
         } else {
-            let ensure: unsafe extern "C" fn() -> c_int = std::mem::transmute(ensure);
+            // The official library passes the GIL state around as a pointer-sized value.
+            let ensure: unsafe extern "C" fn() -> *mut c_void = std::mem::transmute(ensure);
             Some(ensure())
         };
         let rc = check();
         if let (Some(s), false) = (state, release.is_null()) {
-            let release: unsafe extern "C" fn(c_int) = std::mem::transmute(release);
+            let release: unsafe extern "C" fn(*mut c_void) = std::mem::transmute(release);
             release(s);
         }
         if rc != 0 {

@@ -51,7 +51,7 @@ pub unsafe extern "C" fn TVMFFITensorFromDLPackVersioned(
 }
 
 /// The tensor behind a borrowed handle, checked.
-unsafe fn tensor_arg<'a>(p: *mut c_void, func: &str) -> crate::error::Result<&'a ObjectRef<TensorObj>> {
+unsafe fn tensor_arg(p: *mut c_void, func: &str) -> crate::error::Result<Tensor> {
     let p = non_null(p, func, "tensor")?;
     // SAFETY: the caller passes a live object.
     let ti = unsafe { (*(p as *const TVMFFIObject)).type_index };
@@ -61,8 +61,8 @@ unsafe fn tensor_arg<'a>(p: *mut c_void, func: &str) -> crate::error::Result<&'a
             crate::type_table::type_key_of(ti)
         )));
     }
-    // SAFETY: ObjectRef is a transparent pointer; we only borrow it for the call.
-    Ok(unsafe { &*(&p as *const *const c_void as *const ObjectRef<TensorObj>) })
+    // SAFETY: a live tensor; we take our own reference for the duration of the call.
+    Ok(unsafe { ObjectRef::from_raw_borrowed(NonNull::new_unchecked(p as *mut TensorObj)) })
 }
 
 /// Exports `tensor` (borrowed) as a new legacy managed tensor that holds a reference to it.

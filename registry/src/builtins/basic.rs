@@ -1,6 +1,6 @@
 //! `ffi.Shape`, `ffi.String`, `ffi.Bytes`: constructors and identity casts of basic objects.
 
-use anyffi::{Any, Error, Shape};
+use anyffi::{Any, AnyView, Error, Shape};
 
 use crate::global::Registrar;
 
@@ -20,6 +20,20 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         }
         Ok(Any::from(Shape::new(&dims)))
     });
-    r.typed("ffi.String", "Identity cast to ffi.String.", |s: String| s);
-    r.typed("ffi.Bytes", "Identity cast to ffi.Bytes.", |b: Vec<u8>| Any::from(b.as_slice()));
+    r.packed("ffi.String", "String(s): s itself as an ffi.String (the same object when it is one).", |args| {
+        identity_cast(args, "ffi.String", |v| v.as_str().is_some())
+    });
+    r.packed("ffi.Bytes", "Bytes(b): b itself as ffi.Bytes (the same object when it is one).", |args| {
+        identity_cast(args, "ffi.Bytes", |v| v.as_bytes().is_some())
+    });
+}
+
+/// Returns the single argument when `accepts` it (keeping object identity; raw views become
+/// owned objects), else a TypeError.
+fn identity_cast(args: &[AnyView<'_>], name: &str, accepts: impl Fn(&AnyView<'_>) -> bool) -> anyffi::Result<Any> {
+    match args {
+        [v] if accepts(v) => v.to_owned(),
+        [v] => Err(Error::type_error(format!("{name}: expected {name}, got {}", v.type_key()))),
+        _ => Err(Error::type_error(format!("{name}: expected 1 argument, got {}", args.len()))),
+    }
 }
