@@ -86,7 +86,7 @@ pub const kTVMFFIFieldFlagBitMaskCompareOff: i64 = 1 << 7;
 pub const kTVMFFIFieldFlagBitMaskHashOff: i64 = 1 << 8;
 pub const kTVMFFIFieldFlagBitMaskInitOff: i64 = 1 << 9;
 pub const kTVMFFIFieldFlagBitMaskKwOnly: i64 = 1 << 10;
-pub const kTVMFFIFieldFlagBitMaskSetterIsFunctionObj: i64 = 1 << 11;
+pub const kTVMFFIFieldFlagBitSetterIsFunctionObj: i64 = 1 << 11;
 pub const kTVMFFIFieldFlagBitMaskSEqHashDefSimple: i64 = 1 << 12;
 
 // Structural equality/hash kinds (TVMFFISEqHashKind).

@@ -503,7 +503,7 @@ pub fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
         TVMFFIAny::NONE
     };
     let setter = info.setter;
-    if info.flags & kTVMFFIFieldFlagBitMaskSetterIsFunctionObj != 0 && !setter.is_null() {
+    if info.flags & kTVMFFIFieldFlagBitSetterIsFunctionObj != 0 && !setter.is_null() {
         // SAFETY: the flag says the setter is a live Function handle; we retain it.
         unsafe { crate::object::inc_ref(setter as *mut TVMFFIObject) };
     }

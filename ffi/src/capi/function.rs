@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 use super::{guard, non_null};
 use crate::abi::{TVMFFIAny, TVMFFISafeCallType};
 use crate::error::{set_raised, Error};
-use crate::function::{Function, FunctionObj, SelfDeleter};
+use crate::function::{Function, FunctionObj};
 
 /// Creates an `ffi.Function` (new reference in `*out`) with `cpp_call = NULL`. With `self_` and
 /// `deleter` both NULL, the function is `safe_call` itself and receives its own handle;
@@ -14,7 +14,7 @@ use crate::function::{Function, FunctionObj, SelfDeleter};
 pub unsafe extern "C" fn TVMFFIFunctionCreate(
     self_: *mut c_void,
     safe_call: TVMFFISafeCallType,
-    deleter: SelfDeleter,
+    deleter: Option<unsafe extern "C" fn(*mut c_void)>,
     out: *mut *mut c_void,
 ) -> c_int {
     guard(|| {
