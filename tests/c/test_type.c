@@ -1,0 +1,351 @@
+/*
+ * test_type.c: the type table (spec §3): static entries, key lookup, the
+ * index allocator with child slots and overflow, type info stability, and the
+ * reflection registration entry points.
+ *
+ * Dynamic indices are never hard-coded: the library may have registered any
+ * number of dynamic types before we run, so only relative positions are
+ * checked.
+ */
+#include "tffi_test.h"
+
+static const TVMFFITypeInfo* info_of(int32_t ti) { return TVMFFIGetTypeInfo(ti); }
+
+static int32_t get_or_alloc(const char* key, int32_t static_ti, int32_t depth,
+                            int32_t child_slots, int32_t can_overflow, int32_t parent) {
+  TVMFFIByteArray ba = tffi_ba(key);
+  return TVMFFITypeGetOrAllocIndex(&ba, static_ti, depth, child_slots, can_overflow, parent);
+}
+
+typedef struct {
+  int32_t index;
+  const char* key;
+} StaticType;
+
+static const StaticType kPodTypes[] = {
+    {0, "None"},          {1, "int"},
+    {2, "bool"},          {3, "float"},
+    {4, "void*"},         {5, "DataType"},
+    {6, "Device"},        {7, "DLTensor*"},
+    {8, "const char*"},   {9, "TVMFFIByteArray*"},
+    {10, "ObjectRValueRef"}, {11, "ffi.SmallStr"},
+    {12, "ffi.SmallBytes"}, {13, "ffi.Unchanged"},
+};
+
+static const StaticType kObjectTypes[] = {
+    {65, "ffi.String"},   {66, "ffi.Bytes"},     {67, "ffi.Error"},
+    {68, "ffi.Function"}, {69, "ffi.Shape"},     {70, "ffi.Tensor"},
+    {71, "ffi.Array"},    {72, "ffi.Map"},       {73, "ffi.Module"},
+    {74, "ffi.OpaquePyObject"}, {75, "ffi.List"}, {76, "ffi.Dict"},
+    {77, "ffi.VisitInterrupt"}, {78, "ffi.BigInt"},
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+TEST(type_static_pod_entries) {
+  size_t i;
+  for (i = 0; i < NELEM(kPodTypes); ++i) {
+    const TVMFFITypeInfo* info = info_of(kPodTypes[i].index);
+    if (info == NULL) {
+      tffi_fail(__FILE__, __LINE__, "no type info for %d", kPodTypes[i].index);
+      continue;
+    }
+    CHECK_EQ(info->type_index, kPodTypes[i].index);
+    CHECK_EQ(info->type_depth, 0);
+    CHECK_BA(info->type_key, kPodTypes[i].key);
+  }
+}
+
+TEST(type_static_object_entries) {
+  const TVMFFITypeInfo* root = info_of(kTVMFFIObject);
+  size_t i;
+  REQUIRE(root != NULL);
+  CHECK_EQ(root->type_index, 64);
+  CHECK_EQ(root->type_depth, 0);
+  CHECK_BA(root->type_key, "ffi.Object");
+  REQUIRE(root->metadata != NULL);
+  CHECK_EQ(root->metadata->total_size, 24);
+  for (i = 0; i < NELEM(kObjectTypes); ++i) {
+    const TVMFFITypeInfo* info = info_of(kObjectTypes[i].index);
+    if (info == NULL) {
+      tffi_fail(__FILE__, __LINE__, "no type info for %d", kObjectTypes[i].index);
+      continue;
+    }
+    CHECK_EQ(info->type_index, kObjectTypes[i].index);
+    CHECK_EQ(info->type_depth, 1);
+    CHECK_BA(info->type_key, kObjectTypes[i].key);
+    CHECK(info->type_ancestors != NULL);
+    if (info->type_depth == 1 && info->type_ancestors != NULL) {
+      CHECK_PTR_EQ(info->type_ancestors[0], root);
+    }
+  }
+}
+
+TEST(type_key_to_index_static) {
+  size_t i;
+  int32_t ti = -5;
+  TVMFFIByteArray ba = tffi_ba("ffi.Object");
+  CHECK_OK(TVMFFITypeKeyToIndex(&ba, &ti));
+  CHECK_EQ(ti, 64);
+  for (i = 0; i < NELEM(kPodTypes); ++i) {
+    ba = tffi_ba(kPodTypes[i].key);
+    ti = -5;
+    if (CHECK_OK(TVMFFITypeKeyToIndex(&ba, &ti))) CHECK_EQ(ti, kPodTypes[i].index);
+  }
+  for (i = 0; i < NELEM(kObjectTypes); ++i) {
+    ba = tffi_ba(kObjectTypes[i].key);
+    ti = -5;
+    if (CHECK_OK(TVMFFITypeKeyToIndex(&ba, &ti))) CHECK_EQ(ti, kObjectTypes[i].index);
+  }
+}
+
+TEST(type_key_to_index_missing) {
+  TVMFFIByteArray ba = tffi_ba("anyffi_ctest.NoSuchType");
+  int32_t ti = 0;
+  CHECK_RAISES(TVMFFITypeKeyToIndex(&ba, &ti), "InternalError", NULL);
+}
+
+TEST(type_keys_needed_by_python_import) {
+  /* `import tvm_ffi` looks these up and aborts if any is missing (spec §8). */
+  static const char* keys[] = {
+      "ffi.Object",          "ffi.Error",           "DataType",
+      "Device",              "ffi.String",          "ffi.Bytes",
+      "ffi.Tensor",          "ffi.Function",        "ffi.Array",
+      "ffi.List",            "ffi.Map",             "ffi.Dict",
+      "ffi.Shape",           "ffi.Module",          "ffi.EnumState",
+      "ffi.Enum",            "ffi.IntEnum",         "ffi.StrEnum",
+      "ffi.StructuralKey",   "ffi.VisitInterrupt",  "ffi.StructuralVisitor",
+      "ffi.StructuralMutator", "ffi.reflection.AccessStep", "ffi.reflection.AccessPath",
+  };
+  size_t i;
+  for (i = 0; i < NELEM(keys); ++i) {
+    TVMFFIByteArray ba = tffi_ba(keys[i]);
+    int32_t ti = -5;
+    if (TVMFFITypeKeyToIndex(&ba, &ti) != 0) {
+      tffi_clear_error();
+      tffi_fail(__FILE__, __LINE__, "type key %s is not registered", keys[i]);
+      continue;
+    }
+    {
+      const TVMFFITypeInfo* info = info_of(ti);
+      REQUIRE(info != NULL);
+      CHECK_EQ(info->type_index, ti);
+      CHECK_BA(info->type_key, keys[i]);
+    }
+  }
+}
+
+TEST(type_key_hash_matches_std_hash) {
+  /* type_key_hash = libstdc++ std::hash<string_view>, used by structural hashing. */
+  const TVMFFITypeInfo* info = info_of(kTVMFFINone);
+  REQUIRE(info != NULL);
+  CHECK_EQ_HEX(info->type_key_hash, 18116513903021958570ULL);
+}
+
+TEST(type_get_or_alloc_existing_key) {
+  /* All arguments but the key are ignored for an existing key. */
+  CHECK_EQ(get_or_alloc("ffi.String", kTVMFFIStr, 1, 0, 0, kTVMFFIObject), kTVMFFIStr);
+  CHECK_EQ(get_or_alloc("ffi.String", -1, 1, 0, 1, kTVMFFIObject), kTVMFFIStr);
+  CHECK_EQ(get_or_alloc("ffi.Object", kTVMFFIObject, 0, 0, 1, -1), kTVMFFIObject);
+  CHECK_EQ(get_or_alloc("ffi.Array", -1, 5, 7, 0, -2), kTVMFFIArray);
+}
+
+TEST(type_get_or_alloc_query_mode) {
+  int32_t ti = 0;
+  TVMFFIByteArray ba = tffi_ba("anyffi_ctest.QueryOnly");
+  CHECK_EQ(get_or_alloc("anyffi_ctest.QueryOnly", -1, 1, 0, 1, -2), -2);
+  /* Query mode must not register anything. */
+  CHECK_RAISES(TVMFFITypeKeyToIndex(&ba, &ti), "InternalError", NULL);
+  CHECK_EQ(get_or_alloc("ffi.Shape", -1, 1, 0, 1, -2), kTVMFFIShape);
+}
+
+static void check_ancestors(const TVMFFITypeInfo* info, const int32_t* expected, int n) {
+  int i;
+  REQUIRE_EQ(info->type_depth, n);
+  REQUIRE(info->type_ancestors != NULL);
+  for (i = 0; i < n; ++i) {
+    REQUIRE(info->type_ancestors[i] != NULL);
+    CHECK_EQ(info->type_ancestors[i]->type_index, expected[i]);
+    CHECK_PTR_EQ(info->type_ancestors[i], info_of(expected[i]));
+  }
+}
+
+TEST(type_alloc_child_slots_and_overflow) {
+  int32_t base, c1, c2, c3, g1, again;
+  const TVMFFITypeInfo* base_info;
+  const TVMFFITypeInfo* info;
+  int32_t anc[3];
+
+  base = get_or_alloc("anyffi_ctest.abi.Base", -1, 1, 2, 1, kTVMFFIObject);
+  REQUIRE(base >= kTVMFFIDynObjectBegin);
+  base_info = info_of(base);
+  REQUIRE(base_info != NULL);
+  CHECK_EQ(base_info->type_index, base);
+  CHECK_BA(base_info->type_key, "anyffi_ctest.abi.Base");
+  anc[0] = kTVMFFIObject;
+  check_ancestors(base_info, anc, 1);
+  CHECK_EQ(base_info->num_fields, 0);
+  CHECK_EQ(base_info->num_methods, 0);
+  CHECK(base_info->metadata == NULL);
+
+  /* The two reserved child slots are handed out in order. */
+  c1 = get_or_alloc("anyffi_ctest.abi.Child1", -1, 2, 0, 1, base);
+  c2 = get_or_alloc("anyffi_ctest.abi.Child2", -1, 2, 0, 1, base);
+  CHECK_EQ(c1, base + 1);
+  CHECK_EQ(c2, base + 2);
+  /* The third child overflows to the global counter. */
+  c3 = get_or_alloc("anyffi_ctest.abi.Child3", -1, 2, 0, 1, base);
+  CHECK(c3 > base + 2);
+  CHECK(c3 != c1 && c3 != c2);
+
+  anc[1] = base;
+  info = info_of(c1);
+  REQUIRE(info != NULL);
+  CHECK_BA(info->type_key, "anyffi_ctest.abi.Child1");
+  check_ancestors(info, anc, 2);
+  info = info_of(c3);
+  REQUIRE(info != NULL);
+  CHECK_EQ(info->type_index, c3);
+  check_ancestors(info, anc, 2);
+
+  /* A grandchild of a slot-less child overflows too, with a 3-deep chain. */
+  g1 = get_or_alloc("anyffi_ctest.abi.Grandchild", -1, 3, 0, 1, c1);
+  CHECK(g1 > c1);
+  CHECK(g1 != c2 && g1 != c3);
+  anc[2] = c1;
+  info = info_of(g1);
+  REQUIRE(info != NULL);
+  check_ancestors(info, anc, 3);
+
+  /* Existing keys return the same index; TypeKeyToIndex agrees. */
+  again = get_or_alloc("anyffi_ctest.abi.Child2", -1, 2, 0, 1, base);
+  CHECK_EQ(again, c2);
+  {
+    TVMFFIByteArray ba = tffi_ba("anyffi_ctest.abi.Child3");
+    int32_t ti = -5;
+    CHECK_OK(TVMFFITypeKeyToIndex(&ba, &ti));
+    CHECK_EQ(ti, c3);
+  }
+  /* Type info pointers are stable across calls and later registrations. */
+  CHECK_PTR_EQ(info_of(base), base_info);
+  CHECK_PTR_EQ(info_of(c1)->type_ancestors[1], base_info);
+}
+
+TEST(type_alloc_nested_slots) {
+  /* A child that itself reserves slots consumes child_slots+1 of the parent. */
+  int32_t top, mid, leaf, next;
+  top = get_or_alloc("anyffi_ctest.nest.Top", -1, 1, 5, 1, kTVMFFIObject);
+  REQUIRE(top >= kTVMFFIDynObjectBegin);
+  mid = get_or_alloc("anyffi_ctest.nest.Mid", -1, 2, 2, 1, top);
+  CHECK_EQ(mid, top + 1);
+  leaf = get_or_alloc("anyffi_ctest.nest.Leaf", -1, 3, 0, 1, mid);
+  CHECK_EQ(leaf, mid + 1);
+  /* Mid took top+1..top+3, so the next sibling starts at top+4. */
+  next = get_or_alloc("anyffi_ctest.nest.Sibling", -1, 2, 0, 1, top);
+  CHECK_EQ(next, top + 4);
+}
+
+static int tffi_type_test_noop(void* h, const TVMFFIAny* a, int32_t n, TVMFFIAny* rv) {
+  return 0;
+}
+
+TEST(type_register_metadata_field_method) {
+  int32_t ti = get_or_alloc("anyffi_ctest.reflect.Thing", -1, 1, 0, 1, kTVMFFIObject);
+  const TVMFFITypeInfo* info;
+  TVMFFITypeMetadata md;
+  TVMFFIFieldInfo field;
+  TVMFFIMethodInfo method;
+  void* f = NULL;
+  REQUIRE(ti >= kTVMFFIDynObjectBegin);
+  info = info_of(ti);
+  REQUIRE(info != NULL);
+
+  memset(&md, 0, sizeof(md));
+  md.doc = tffi_ba("a test type");
+  md.total_size = 32;
+  md.structural_eq_hash_kind = kTVMFFISEqHashKindTreeNode;
+  CHECK_OK(TVMFFITypeRegisterMetadata(ti, &md));
+  REQUIRE(info->metadata != NULL);
+  CHECK_EQ(info->metadata->total_size, 32);
+  CHECK_EQ(info->metadata->structural_eq_hash_kind, kTVMFFISEqHashKindTreeNode);
+  CHECK_BA(info->metadata->doc, "a test type");
+  CHECK(info->metadata->doc.data != md.doc.data); /* copied */
+  tffi_stderr_silence(); /* the official library also logs this one */
+  CHECK_RAISES(TVMFFITypeRegisterMetadata(ti, &md), "RuntimeError", "Overriding");
+  tffi_stderr_restore();
+
+  memset(&field, 0, sizeof(field));
+  field.name = tffi_ba("x");
+  field.doc = tffi_ba("");
+  field.metadata = tffi_ba("{}");
+  field.flags = kTVMFFIFieldFlagBitMaskWritable;
+  field.size = 8;
+  field.alignment = 8;
+  field.offset = 24;
+  field.field_static_type_index = kTVMFFIInt;
+  field.default_value_or_factory = tffi_none();
+  CHECK_OK(TVMFFITypeRegisterField(ti, &field));
+  CHECK_EQ(info->num_fields, 1);
+  if (info->num_fields == 1) {
+    CHECK_BA(info->fields[0].name, "x");
+    CHECK_EQ(info->fields[0].offset, 24);
+    CHECK_EQ(info->fields[0].flags, kTVMFFIFieldFlagBitMaskWritable);
+    CHECK_EQ(info->fields[0].field_static_type_index, kTVMFFIInt);
+  }
+  /* A duplicate field name within the same type is an error. */
+  CHECK_EQ(TVMFFITypeRegisterField(ti, &field), -1);
+  tffi_clear_error();
+  CHECK_EQ(info->num_fields, 1);
+
+  REQUIRE_OK(TVMFFIFunctionCreate(NULL, tffi_type_test_noop, NULL, &f));
+  memset(&method, 0, sizeof(method));
+  method.name = tffi_ba("do_nothing");
+  method.doc = tffi_ba("");
+  method.metadata = tffi_ba("");
+  method.flags = kTVMFFIFieldFlagBitMaskIsStaticMethod;
+  method.method = tffi_obj_view(f);
+  CHECK_OK(TVMFFITypeRegisterMethod(ti, &method));
+  CHECK_EQ(info->num_methods, 1);
+  if (info->num_methods == 1) {
+    CHECK_BA(info->methods[0].name, "do_nothing");
+    CHECK_EQ(info->methods[0].method.type_index, kTVMFFIFunction);
+    CHECK_PTR_EQ(info->methods[0].method.v_obj, f);
+  }
+  /* The table retains the method function. */
+  CHECK_EQ(tffi_strong(f), 2);
+  CHECK_OK(TVMFFIObjectDecRef(f));
+}
+
+TEST(type_attr_columns) {
+  int32_t ti = get_or_alloc("anyffi_ctest.attr.Thing", -1, 1, 0, 1, kTVMFFIObject);
+  TVMFFIByteArray name = tffi_ba("anyffi_ctest_attr");
+  TVMFFIByteArray missing = tffi_ba("anyffi_ctest_attr_missing");
+  TVMFFIAny value = tffi_int(1234);
+  const TVMFFITypeAttrColumn* col;
+  static const char* precreated[] = {"__any_hash__", "__any_equal__", "__ffi_repr__",
+                                     "__ffi_init__", "__ffi_new__",   "__s_equal__",
+                                     "__s_hash__",   "__ffi_enum__"};
+  size_t i;
+  REQUIRE(ti >= kTVMFFIDynObjectBegin);
+
+  CHECK(TVMFFIGetTypeAttrColumn(&missing) == NULL);
+  for (i = 0; i < NELEM(precreated); ++i) {
+    TVMFFIByteArray ba = tffi_ba(precreated[i]);
+    if (TVMFFIGetTypeAttrColumn(&ba) == NULL) {
+      tffi_fail(__FILE__, __LINE__, "attr column %s is not pre-created", precreated[i]);
+    }
+  }
+
+  CHECK_OK(TVMFFITypeRegisterAttr(ti, &name, &value));
+  col = TVMFFIGetTypeAttrColumn(&name);
+  REQUIRE(col != NULL);
+  CHECK_EQ(col->begin_index, 0);
+  REQUIRE(col->size > ti);
+  CHECK_EQ(col->data[ti].type_index, kTVMFFIInt);
+  CHECK_EQ(col->data[ti].v_int64, 1234);
+  CHECK_EQ(col->data[kTVMFFIObject].type_index, kTVMFFINone);
+  /* Registering a value twice for the same type is an error. */
+  CHECK_RAISES(TVMFFITypeRegisterAttr(ti, &name, &value), "RuntimeError", NULL);
+  /* The column struct's address is stable. */
+  CHECK_PTR_EQ(TVMFFIGetTypeAttrColumn(&name), col);
+}
