@@ -433,7 +433,7 @@ mod tests {
         }));
         let before = DELETED.load(Ordering::SeqCst);
         // SAFETY: mt is valid.
-        let t = unsafe { Tensor::from_dlpack(mt, 64, true) }.unwrap();
+        let t = unsafe { Tensor::from_dlpack(mt, 4, true) }.unwrap();
         assert_eq!(t.strides(), &[12, 4, 1]);
         let back = t.to_dlpack();
         drop(t);

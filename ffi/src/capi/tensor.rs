@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
-use super::{guard, non_null, str_arg};
+use super::{byte_array_arg, guard, non_null};
 use crate::abi::{
     DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLTensor, TVMFFIAny, TVMFFIByteArray,
     TVMFFIObject,
@@ -124,8 +124,8 @@ pub unsafe extern "C" fn TVMFFIDataTypeFromString(input: *const TVMFFIByteArray,
     guard(|| {
         let out = non_null(out, "TVMFFIDataTypeFromString", "out")? as *mut DLDataType;
         // SAFETY: the caller passes a valid byte array.
-        let s = unsafe { str_arg(input, "TVMFFIDataTypeFromString", "str") }?;
-        let t = crate::dtype::parse_dtype(s).map_err(Error::value_error)?;
+        let s = unsafe { byte_array_arg(input, "TVMFFIDataTypeFromString", "str") }?;
+        let t = crate::dtype::parse_dtype_bytes(s).map_err(Error::value_error)?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = t };
         Ok(())
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn TVMFFIDataTypeToString(dtype: *const DLDataType, out: *
         let out = non_null(out, "TVMFFIDataTypeToString", "out")? as *mut TVMFFIAny;
         let dtype = non_null(dtype, "TVMFFIDataTypeToString", "dtype")?;
         // SAFETY: valid dtype pointer supplied by the caller.
-        let text = crate::dtype::dtype_to_string(unsafe { *dtype });
+        let text = crate::dtype::try_dtype_to_string(unsafe { *dtype }).map_err(Error::value_error)?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = Any::from(Str::from_content(text.as_bytes())).into_raw() };
         Ok(())
