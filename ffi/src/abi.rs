@@ -330,8 +330,9 @@ pub struct TVMFFIErrorCell {
     pub kind: TVMFFIByteArray,
     pub message: TVMFFIByteArray,
     pub backtrace: TVMFFIByteArray,
-    pub update_backtrace:
-        Option<unsafe extern "C" fn(self_: *mut c_void, backtrace: *const TVMFFIByteArray, mode: i32)>,
+    pub update_backtrace: Option<
+        unsafe extern "C" fn(self_: *mut c_void, backtrace: *const TVMFFIByteArray, mode: i32),
+    >,
     pub cause_chain: *mut c_void,
     pub extra_context: *mut c_void,
 }
@@ -352,15 +353,22 @@ pub struct TVMFFIObjectAllocHeader {
 #[repr(C)]
 pub struct TVMFFICustomAllocator {
     pub allocate: Option<
-        unsafe extern "C" fn(size: usize, align: usize, type_index: i32, ctx: *mut c_void) -> *mut c_void,
+        unsafe extern "C" fn(
+            size: usize,
+            align: usize,
+            type_index: i32,
+            ctx: *mut c_void,
+        ) -> *mut c_void,
     >,
     pub context: *mut c_void,
 }
 
 /// Getter of a reflected field: reads `field_addr` into an owned Any.
-pub type TVMFFIFieldGetter = Option<unsafe extern "C" fn(field: *mut c_void, result: *mut TVMFFIAny) -> c_int>;
+pub type TVMFFIFieldGetter =
+    Option<unsafe extern "C" fn(field: *mut c_void, result: *mut TVMFFIAny) -> c_int>;
 /// Setter of a reflected field from a borrowed Any.
-pub type TVMFFIFieldSetter = Option<unsafe extern "C" fn(field: *mut c_void, value: *const TVMFFIAny) -> c_int>;
+pub type TVMFFIFieldSetter =
+    Option<unsafe extern "C" fn(field: *mut c_void, value: *const TVMFFIAny) -> c_int>;
 /// Creator of an empty object of a reflected type.
 pub type TVMFFIObjectCreator = Option<unsafe extern "C" fn(result: *mut *mut c_void) -> c_int>;
 

@@ -85,7 +85,10 @@ impl Any {
     /// A borrowed view of this value.
     #[inline]
     pub fn as_view(&self) -> AnyView<'_> {
-        AnyView { raw: self.0, _borrow: PhantomData }
+        AnyView {
+            raw: self.0,
+            _borrow: PhantomData,
+        }
     }
 
     /// Converts to `T`, or a TypeError naming both types.
@@ -113,7 +116,9 @@ impl Any {
             match ti {
                 kTVMFFIRawStr => match raw_any_bytes(view) {
                     Some(b) => Ok(Any(StrObj::any_from(b))),
-                    None => Err(Error::value_error("AnyViewToOwnedAny: RawStr view holds a NULL pointer")),
+                    None => Err(Error::value_error(
+                        "AnyViewToOwnedAny: RawStr view holds a NULL pointer",
+                    )),
                 },
                 kTVMFFIByteArrayPtr => match raw_any_bytes(view) {
                     Some(b) => Ok(Any(BytesObj::any_from(b))),
@@ -144,7 +149,13 @@ impl Any {
     #[inline]
     pub fn from_object<T: ObjectType>(obj: ObjectRef<T>) -> Any {
         let ti = obj.type_index();
-        Any(TVMFFIAny { type_index: ti, small_str_len: 0, value: TVMFFIAnyValue { v_obj: obj.into_raw() } })
+        Any(TVMFFIAny {
+            type_index: ti,
+            small_str_len: 0,
+            value: TVMFFIAnyValue {
+                v_obj: obj.into_raw(),
+            },
+        })
     }
 
     /// Takes the object out, if this value holds one.
@@ -184,7 +195,10 @@ impl Drop for Any {
 
 impl<'a> AnyView<'a> {
     /// None.
-    pub const NONE: AnyView<'static> = AnyView { raw: TVMFFIAny::NONE, _borrow: PhantomData };
+    pub const NONE: AnyView<'static> = AnyView {
+        raw: TVMFFIAny::NONE,
+        _borrow: PhantomData,
+    };
 
     /// Wraps a raw view.
     ///
@@ -192,7 +206,10 @@ impl<'a> AnyView<'a> {
     /// The targets of `raw` must stay alive for `'a`.
     #[inline]
     pub unsafe fn from_raw(raw: TVMFFIAny) -> Self {
-        AnyView { raw, _borrow: PhantomData }
+        AnyView {
+            raw,
+            _borrow: PhantomData,
+        }
     }
 
     /// A slice of views over a C argument array.
@@ -253,7 +270,11 @@ impl<'a> AnyView<'a> {
     pub fn get<T: FromAny>(&self) -> Result<T> {
         match T::try_from_view(self) {
             Some(v) => Ok(v),
-            None => Err(Error::type_error(format!("expected {}, got {}", T::TYPE_NAME, self.type_key()))),
+            None => Err(Error::type_error(format!(
+                "expected {}, got {}",
+                T::TYPE_NAME,
+                self.type_key()
+            ))),
         }
     }
 
@@ -300,7 +321,9 @@ impl<'a> AnyView<'a> {
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self.raw.type_index {
             // SAFETY: as for as_str.
-            kTVMFFISmallBytes | kTVMFFIBytes | kTVMFFIByteArrayPtr => unsafe { raw_any_bytes(&self.raw) },
+            kTVMFFISmallBytes | kTVMFFIBytes | kTVMFFIByteArrayPtr => unsafe {
+                raw_any_bytes(&self.raw)
+            },
             _ => None,
         }
     }
@@ -369,7 +392,9 @@ impl<'a, T: ObjectType> From<&'a ObjectRef<T>> for AnyView<'a> {
             raw: TVMFFIAny {
                 type_index: obj.type_index(),
                 small_str_len: 0,
-                value: TVMFFIAnyValue { v_obj: obj.as_raw() },
+                value: TVMFFIAnyValue {
+                    v_obj: obj.as_raw(),
+                },
             },
             _borrow: PhantomData,
         }
@@ -389,7 +414,11 @@ macro_rules! pod_view {
             #[inline]
             fn from($v: $t) -> Self {
                 AnyView {
-                    raw: TVMFFIAny { type_index: $ti, small_str_len: 0, value: $val },
+                    raw: TVMFFIAny {
+                        type_index: $ti,
+                        small_str_len: 0,
+                        value: $val,
+                    },
                     _borrow: PhantomData,
                 }
             }
@@ -397,7 +426,11 @@ macro_rules! pod_view {
         impl From<$t> for Any {
             #[inline]
             fn from($v: $t) -> Self {
-                Any(TVMFFIAny { type_index: $ti, small_str_len: 0, value: $val })
+                Any(TVMFFIAny {
+                    type_index: $ti,
+                    small_str_len: 0,
+                    value: $val,
+                })
             }
         }
     };
@@ -409,17 +442,30 @@ pod_view!(u32, kTVMFFIInt, |v| TVMFFIAnyValue { v_int64: v as i64 });
 pod_view!(usize, kTVMFFIInt, |v| TVMFFIAnyValue { v_int64: v as i64 });
 pod_view!(bool, kTVMFFIBool, |v| TVMFFIAnyValue { v_int64: v as i64 });
 pod_view!(f64, kTVMFFIFloat, |v| TVMFFIAnyValue { v_float64: v });
-pod_view!(f32, kTVMFFIFloat, |v| TVMFFIAnyValue { v_float64: v as f64 });
+pod_view!(f32, kTVMFFIFloat, |v| TVMFFIAnyValue {
+    v_float64: v as f64
+});
 pod_view!(DLDevice, kTVMFFIDevice, |v| TVMFFIAnyValue { v_device: v });
-pod_view!(*mut c_void, kTVMFFIOpaquePtr, |v| TVMFFIAnyValue { v_ptr: v });
-pod_view!(*mut DLTensor, kTVMFFIDLTensorPtr, |v| TVMFFIAnyValue { v_ptr: v as *mut c_void });
+pod_view!(*mut c_void, kTVMFFIOpaquePtr, |v| TVMFFIAnyValue {
+    v_ptr: v
+});
+pod_view!(*mut DLTensor, kTVMFFIDLTensorPtr, |v| TVMFFIAnyValue {
+    v_ptr: v as *mut c_void
+});
 
 impl From<DLDataType> for AnyView<'static> {
     #[inline]
     fn from(v: DLDataType) -> Self {
         let mut value = TVMFFIAnyValue { v_uint64: 0 };
         value.v_dtype = v;
-        AnyView { raw: TVMFFIAny { type_index: kTVMFFIDataType, small_str_len: 0, value }, _borrow: PhantomData }
+        AnyView {
+            raw: TVMFFIAny {
+                type_index: kTVMFFIDataType,
+                small_str_len: 0,
+                value,
+            },
+            _borrow: PhantomData,
+        }
     }
 }
 
@@ -552,7 +598,8 @@ impl FromAny for DLDataType {
     const TYPE_NAME: &'static str = "DataType";
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
         // Strings are accepted as dtypes, as in the official library.
-        v.as_dtype().or_else(|| v.as_str().and_then(|s| crate::dtype::parse_dtype(s).ok()))
+        v.as_dtype()
+            .or_else(|| v.as_str().and_then(|s| crate::dtype::parse_dtype(s).ok()))
     }
 }
 
@@ -610,7 +657,11 @@ impl fmt::Debug for AnyView<'_> {
             kTVMFFIInt => write!(f, "{}", self.as_i64().unwrap()),
             kTVMFFIBool => write!(f, "{}", self.as_bool().unwrap()),
             kTVMFFIFloat => write!(f, "{}", self.as_f64().unwrap()),
-            kTVMFFIDataType => write!(f, "{}", crate::dtype::dtype_to_string(self.as_dtype().unwrap())),
+            kTVMFFIDataType => write!(
+                f,
+                "{}",
+                crate::dtype::dtype_to_string(self.as_dtype().unwrap())
+            ),
             kTVMFFIDevice => write!(f, "{:?}", self.as_device().unwrap()),
             kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr => match self.as_str() {
                 Some(s) => write!(f, "{s:?}"),
@@ -637,12 +688,23 @@ mod tests {
         assert_eq!(Any::from(true).get::<i64>().unwrap(), 1);
         assert_eq!(Any::from(2i64).get::<f64>().unwrap(), 2.0);
         assert!(Any::from(1.5f64).get::<i64>().is_err());
-        let d = DLDevice { device_type: 2, device_id: 3 };
+        let d = DLDevice {
+            device_type: 2,
+            device_id: 3,
+        };
         assert_eq!(Any::from(d).get::<DLDevice>().unwrap(), d);
-        let t = DLDataType { code: 2, bits: 32, lanes: 1 };
+        let t = DLDataType {
+            code: 2,
+            bits: 32,
+            lanes: 1,
+        };
         let a = Any::from(t);
         // SAFETY: checking the padding of the raw value.
-        assert_eq!(unsafe { a.raw().value.v_uint64 } >> 32, 0, "unused bytes are zero");
+        assert_eq!(
+            unsafe { a.raw().value.v_uint64 } >> 32,
+            0,
+            "unused bytes are zero"
+        );
         assert_eq!(a.get::<DLDataType>().unwrap(), t);
     }
 
@@ -670,7 +732,9 @@ mod tests {
         let view = TVMFFIAny {
             type_index: kTVMFFIRawStr,
             small_str_len: 0,
-            value: TVMFFIAnyValue { v_c_str: c.as_ptr() },
+            value: TVMFFIAnyValue {
+                v_c_str: c.as_ptr(),
+            },
         };
         // SAFETY: c outlives the call.
         let owned = unsafe { Any::copy_from_raw_view(&view) }.unwrap();
@@ -685,7 +749,9 @@ mod tests {
         let view = TVMFFIAny {
             type_index: kTVMFFIObjectRValueRef,
             small_str_len: 0,
-            value: TVMFFIAnyValue { v_ptr: &mut slot as *mut _ as *mut c_void },
+            value: TVMFFIAnyValue {
+                v_ptr: &mut slot as *mut _ as *mut c_void,
+            },
         };
         // SAFETY: slot holds an owned reference.
         let moved = unsafe { Any::copy_from_raw_view(&view) }.unwrap();

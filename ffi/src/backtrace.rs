@@ -50,7 +50,13 @@ const CACHE_MAX_ENTRIES: usize = 1 << 16;
 const SHELL_LOOKAHEAD: usize = 16;
 
 /// Symbol prefixes at which the walk stops unless `cross_ffi_boundary` (upstream's list).
-const BOUNDARY_PREFIXES: &[&str] = &["TVMFFIFunctionCall", "slot_tp_call", "object_is_not_callable", "_Py", "PyObject"];
+const BOUNDARY_PREFIXES: &[&str] = &[
+    "TVMFFIFunctionCall",
+    "slot_tp_call",
+    "object_is_not_callable",
+    "_Py",
+    "PyObject",
+];
 
 /// Symbol prefixes of frames that upstream never prints.
 const EXCLUDED_SYMBOL_PREFIXES: &[&str] = &[
@@ -96,14 +102,21 @@ const EXCLUDED_RUST_PREFIXES: &[&str] = &[
 /// closures, `catch_unwind`, ...) are recognised as capture machinery and not counted, so the
 /// caller of `TVMFFIBacktrace` is the first frame walked. Called from Rust, its caller is.
 #[inline(never)]
-pub fn backtrace_string(file: Option<&str>, line: i32, func: Option<&str>, cross_ffi_boundary: bool) -> String {
+pub fn backtrace_string(
+    file: Option<&str>,
+    line: i32,
+    func: Option<&str>,
+    cross_ffi_boundary: bool,
+) -> String {
     let first = match (file, func) {
         (Some(file), Some(func)) => Some((file, line, func)),
         _ => None,
     };
     // The caller's own frame is already described by `first`.
     let skip = usize::from(first.is_some());
-    let frames = walk_stack(backtrace_string as fn(Option<&str>, i32, Option<&str>, bool) -> String as usize);
+    let frames = walk_stack(
+        backtrace_string as fn(Option<&str>, i32, Option<&str>, bool) -> String as usize,
+    );
     render(first, frames, skip, !cross_ffi_boundary, limit_from_env())
 }
 
@@ -116,7 +129,13 @@ pub fn backtrace_string(file: Option<&str>, line: i32, func: Option<&str>, cross
 /// may be one that would have been left out anyway.
 #[inline(never)]
 pub fn capture(skip_frames: usize) -> String {
-    render(None, walk_stack(capture as fn(usize) -> String as usize), skip_frames, true, limit_from_env())
+    render(
+        None,
+        walk_stack(capture as fn(usize) -> String as usize),
+        skip_frames,
+        true,
+        limit_from_env(),
+    )
 }
 
 /// Reads `TVM_TRACEBACK_LIMIT` as upstream does (`strtol` base 10): optional leading C whitespace
@@ -124,13 +143,18 @@ pub fn capture(skip_frames: usize) -> String {
 /// default. It is read on every call so that changing it at run time takes effect at once; the
 /// lookup costs far less than the stack walk.
 fn limit_from_env() -> usize {
-    std::env::var("TVM_TRACEBACK_LIMIT").ok().and_then(|v| parse_limit(&v)).unwrap_or(DEFAULT_LIMIT)
+    std::env::var("TVM_TRACEBACK_LIMIT")
+        .ok()
+        .and_then(|v| parse_limit(&v))
+        .unwrap_or(DEFAULT_LIMIT)
 }
 
 fn parse_limit(text: &str) -> Option<usize> {
     let digits = text.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
     let value: i64 = digits.parse().ok()?;
-    (0..=i64::from(i32::MAX)).contains(&value).then_some(value as usize)
+    (0..=i64::from(i32::MAX))
+        .contains(&value)
+        .then_some(value as usize)
 }
 
 /// One frame as printed: a function (possibly inlined into the next one) at a source position.
@@ -198,7 +222,8 @@ fn error_prefix() -> &'static str {
 /// Whether `sym` is a function of this module other than its unit tests (which must stay visible
 /// so that they can look at their own frames).
 fn is_own(sym: &str) -> bool {
-    sym.strip_prefix(own_prefix()).is_some_and(|rest| !rest.starts_with("tests::"))
+    sym.strip_prefix(own_prefix())
+        .is_some_and(|rest| !rest.starts_with("tests::"))
 }
 
 /// Frames that sit on top of every capture: the unwinder and this module.
@@ -224,7 +249,9 @@ fn should_exclude(file: Option<&str>, sym: &str) -> bool {
         }
     }
     paths.iter().any(|p| {
-        EXCLUDED_RUST_PREFIXES.iter().any(|prefix| p.starts_with(prefix))
+        EXCLUDED_RUST_PREFIXES
+            .iter()
+            .any(|prefix| p.starts_with(prefix))
             || is_own(p)
             || p.starts_with(error_prefix())
             || p.contains("__rust_begin_short_backtrace")
@@ -240,7 +267,13 @@ fn should_exclude(file: Option<&str>, sym: &str) -> bool {
 /// e.g. a boundary frame stops the walk even when it would have been skipped, and the optional
 /// first frame is written even with a limit of 0. `frames` is consumed lazily so that frames
 /// past the end are never symbolised.
-fn render<I>(first: Option<(&str, i32, &str)>, frames: I, skip: usize, stop_at_boundary: bool, limit: usize) -> String
+fn render<I>(
+    first: Option<(&str, i32, &str)>,
+    frames: I,
+    skip: usize,
+    stop_at_boundary: bool,
+    limit: usize,
+) -> String
 where
     I: IntoIterator,
     I::Item: AsRef<ResolvedFrame>,
@@ -258,7 +291,10 @@ where
     if let Some(at) = head.iter().position(|f| f.as_ref().shell) {
         head.drain(..=at);
     }
-    let walked = head.into_iter().chain(frames).skip_while(|f| f.as_ref().machinery);
+    let walked = head
+        .into_iter()
+        .chain(frames)
+        .skip_while(|f| f.as_ref().machinery);
     let mut skip = skip;
     for frame in walked {
         let frame = frame.as_ref();
@@ -356,7 +392,12 @@ fn resolve(ip: usize) -> Arc<[ResolvedFrame]> {
         let name = symbol.name().map(|n| display_name(&n));
         let file = symbol.filename().map(|f| f.to_string_lossy().into_owned());
         let line = symbol.lineno().unwrap_or(0);
-        frames.push(ResolvedFrame::new(name.as_deref(), file.as_deref(), line, pc));
+        frames.push(ResolvedFrame::new(
+            name.as_deref(),
+            file.as_deref(),
+            line,
+            pc,
+        ));
     });
     if frames.is_empty() {
         // No symbol information at all: never printed, but it is still a frame for counting.
@@ -383,7 +424,8 @@ fn display_name(name: &backtrace::SymbolName<'_>) -> String {
 }
 
 /// libstdc++'s / libc++abi's `__cxa_demangle`.
-type CxaDemangle = unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut c_int) -> *mut c_char;
+type CxaDemangle =
+    unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut c_int) -> *mut c_char;
 
 /// Demangles an Itanium C++ name with the process's C++ runtime, if one is loaded: C++ frames
 /// only exist when one is. The address is looked up on every call (only cache misses demangle),
@@ -402,12 +444,21 @@ fn cxa_demangle(mangled: &str) -> Option<String> {
     let mut status: c_int = 0;
     // SAFETY: `input` is NUL-terminated; a NULL buffer (and NULL length) asks for a newly
     // `malloc`ed result, which we own.
-    let out = unsafe { demangle(input.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), &mut status) };
+    let out = unsafe {
+        demangle(
+            input.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut status,
+        )
+    };
     if out.is_null() {
         return None;
     }
     // SAFETY: on success `out` is a NUL-terminated string; it stays valid until freed below.
-    let text = unsafe { CStr::from_ptr(out) }.to_string_lossy().into_owned();
+    let text = unsafe { CStr::from_ptr(out) }
+        .to_string_lossy()
+        .into_owned();
     // SAFETY: `out` came from `malloc` in `__cxa_demangle` and is freed exactly once.
     unsafe { libc::free(out.cast()) };
     (status == 0 && !text.is_empty()).then_some(text)
@@ -435,8 +486,17 @@ mod tests {
 
     #[test]
     fn line_format() {
-        let frames = [frame("my::func", Some("/src/a.rs"), 12), frame("main", None, 0)];
-        let text = render(Some(("/src/b.cc", 7, "void g()")), frames.map(Arc::new), 0, true, 512);
+        let frames = [
+            frame("my::func", Some("/src/a.rs"), 12),
+            frame("main", None, 0),
+        ];
+        let text = render(
+            Some(("/src/b.cc", 7, "void g()")),
+            frames.map(Arc::new),
+            0,
+            true,
+            512,
+        );
         assert_eq!(
             text,
             "  File \"/src/b.cc\", line 7, in void g()\n  File \"/src/a.rs\", line 12, in my::func\n  \
@@ -447,16 +507,32 @@ mod tests {
     #[test]
     fn rules_on_synthetic_frames() {
         let frames = [
-            frame("backtrace::backtrace::trace", Some("/cargo/backtrace/src/lib.rs"), 1),
-            frame(&format!("{}backtrace_string", own_prefix()), Some("/x/backtrace.rs"), 2),
+            frame(
+                "backtrace::backtrace::trace",
+                Some("/cargo/backtrace/src/lib.rs"),
+                1,
+            ),
+            frame(
+                &format!("{}backtrace_string", own_prefix()),
+                Some("/x/backtrace.rs"),
+                2,
+            ),
             frame("TVMFFIBacktrace", None, 0),
             frame("caller", Some("/c/caller.cc"), 3),
             frame("tvm::ffi::Function::operator()", Some("/c/f.cc"), 4),
             frame("helper", Some("/usr/include/c++/13/bits/std_function.h"), 5),
             ResolvedFrame::new(None, None, 0, 0x55),
             ResolvedFrame::new(None, Some("/c/nosym.c"), 6, 0xabc),
-            frame(&format!("{}Error::new", error_prefix()), Some("/x/error.rs"), 7),
-            frame("<alloc::boxed::Box<F> as core::ops::function::FnOnce<A>>::call_once", Some("/r/boxed.rs"), 8),
+            frame(
+                &format!("{}Error::new", error_prefix()),
+                Some("/x/error.rs"),
+                7,
+            ),
+            frame(
+                "<alloc::boxed::Box<F> as core::ops::function::FnOnce<A>>::call_once",
+                Some("/r/boxed.rs"),
+                8,
+            ),
             frame("user_fn", Some("/c/user.cc"), 9),
             frame("_PyEval_EvalFrameDefault", None, 0),
             frame("beyond", Some("/c/beyond.cc"), 10),
@@ -470,17 +546,30 @@ mod tests {
         );
         // Crossing the boundary prints the interpreter frame (no file) and the one beyond.
         let crossed = render(None, &frames, 0, false, 512);
-        assert!(crossed.starts_with("  File \"/c/caller.cc\", line 3, in caller\n"), "{crossed}");
+        assert!(
+            crossed.starts_with("  File \"/c/caller.cc\", line 3, in caller\n"),
+            "{crossed}"
+        );
         assert!(crossed.ends_with(
             "  File \"<unknown>\", line 0, in _PyEval_EvalFrameDefault\n  File \"/c/beyond.cc\", line 10, in beyond\n"
         ));
         // Limits count printed lines, including the given first frame, which is always written.
-        assert_eq!(render(Some(("/f.cc", 1, "f")), &frames, 0, true, 0), "  File \"/f.cc\", line 1, in f\n");
+        assert_eq!(
+            render(Some(("/f.cc", 1, "f")), &frames, 0, true, 0),
+            "  File \"/f.cc\", line 1, in f\n"
+        );
         assert_eq!(render(None, &frames, 0, true, 2).lines().count(), 2);
         // A skipped boundary frame still stops the walk.
-        let top = [frame("TVMFFIFunctionCall", None, 0), frame("x", Some("/x.c"), 1)].map(Arc::new);
+        let top = [
+            frame("TVMFFIFunctionCall", None, 0),
+            frame("x", Some("/x.c"), 1),
+        ]
+        .map(Arc::new);
         assert_eq!(render(None, &top, 1, true, 512), "");
-        assert_eq!(render(None, &top, 1, false, 512), "  File \"/x.c\", line 1, in x\n");
+        assert_eq!(
+            render(None, &top, 1, false, 512),
+            "  File \"/x.c\", line 1, in x\n"
+        );
     }
 
     #[test]
@@ -488,13 +577,21 @@ mod tests {
         // A Rust test binary has no C++ runtime of its own: load one (globally, so that
         // `RTLD_DEFAULT` finds it), or skip where none is installed.
         // SAFETY: loading libstdc++ runs only its own initialisers; the handle is never closed.
-        let handle = unsafe { libc::dlopen(c"libstdc++.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        let handle = unsafe {
+            libc::dlopen(
+                c"libstdc++.so.6".as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_GLOBAL,
+            )
+        };
         if handle.is_null() {
             println!("libstdc++.so.6 not found: C++ demangling not tested");
             return;
         }
         let text = cxa_demangle("_ZN2ns4tmplIiEEvT_St6vectorIiSaIiEE").expect("__cxa_demangle");
-        assert_eq!(text, "void ns::tmpl<int>(int, std::vector<int, std::allocator<int> >)");
+        assert_eq!(
+            text,
+            "void ns::tmpl<int>(int, std::vector<int, std::allocator<int> >)"
+        );
         assert_eq!(cxa_demangle("not_mangled"), None);
     }
 
@@ -526,14 +623,20 @@ mod tests {
             // Only the function name: release builds with line tables only omit the module path.
             .find(|l| l.ends_with("named_rust_function_for_backtrace"))
             .unwrap_or_else(|| panic!("frame missing from:\n{text}"));
-        assert!(line.starts_with("  File \"") && line.contains("backtrace.rs\", line "), "{line}");
+        assert!(
+            line.starts_with("  File \"") && line.contains("backtrace.rs\", line "),
+            "{line}"
+        );
         let first = text.lines().next().unwrap();
         assert_eq!(first, line, "the function is the innermost frame:\n{text}");
         // Our own machinery and the `backtrace` crate stay out.
         assert!(!text.contains("backtrace::trace"), "{text}");
         assert!(!text.contains("backtrace::capture"), "{text}");
         for l in text.lines() {
-            assert!(l.starts_with("  File \"") && l.contains("\", line ") && l.contains(", in "), "{l}");
+            assert!(
+                l.starts_with("  File \"") && l.contains("\", line ") && l.contains(", in "),
+                "{l}"
+            );
         }
         println!("{text}");
     }
@@ -548,12 +651,23 @@ mod tests {
         let _env = ENV.read();
         let text = skip_one_frame();
         assert!(!text.contains("skip_one_frame"), "{text}");
-        assert!(text.lines().next().unwrap().contains("capture_skips_callers_frames"), "{text}");
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .contains("capture_skips_callers_frames"),
+            "{text}"
+        );
     }
 
     #[inline(never)]
     fn given_frame_replaces_caller() -> String {
-        black_box(backtrace_string(Some("/given/file.cc"), 42, Some("given_func"), true))
+        black_box(backtrace_string(
+            Some("/given/file.cc"),
+            42,
+            Some("given_func"),
+            true,
+        ))
     }
 
     #[test]
@@ -561,13 +675,22 @@ mod tests {
         let _env = ENV.read();
         let text = given_frame_replaces_caller();
         let mut lines = text.lines();
-        assert_eq!(lines.next(), Some("  File \"/given/file.cc\", line 42, in given_func"));
+        assert_eq!(
+            lines.next(),
+            Some("  File \"/given/file.cc\", line 42, in given_func")
+        );
         let second = lines.next().unwrap();
         assert!(second.contains("given_frame_comes_first"), "{text}");
         assert!(!text.contains("given_frame_replaces_caller"), "{text}");
         // Only one of file and func: no first frame, nothing skipped.
         let text = backtrace_string(Some("/given/file.cc"), 42, None, true);
-        assert!(text.lines().next().unwrap().contains("given_frame_comes_first"), "{text}");
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .contains("given_frame_comes_first"),
+            "{text}"
+        );
     }
 
     /// Stands in for the real shell (same prefix, different name): like it, it calls
@@ -576,7 +699,9 @@ mod tests {
     #[inline(never)]
     #[allow(non_snake_case)]
     extern "C" fn TVMFFIBacktrace_anyffi_test_shell(out: *mut String) {
-        let text = std::panic::catch_unwind(|| backtrace_string(Some("/c/caller.c"), 3, Some("c_caller"), true));
+        let text = std::panic::catch_unwind(|| {
+            backtrace_string(Some("/c/caller.c"), 3, Some("c_caller"), true)
+        });
         // SAFETY: `out` points at the caller's live `String` (see `c_like_caller`).
         unsafe { *out = text.unwrap_or_default() };
     }
@@ -594,9 +719,22 @@ mod tests {
         let _env = ENV.read();
         let text = c_like_caller();
         let mut lines = text.lines();
-        assert_eq!(lines.next(), Some("  File \"/c/caller.c\", line 3, in c_caller"), "{text}");
-        assert!(lines.next().unwrap().contains("shell_frames_are_not_counted"), "{text}");
-        assert!(!text.contains("c_like_caller") && !text.contains("TVMFFIBacktrace"), "{text}");
+        assert_eq!(
+            lines.next(),
+            Some("  File \"/c/caller.c\", line 3, in c_caller"),
+            "{text}"
+        );
+        assert!(
+            lines
+                .next()
+                .unwrap()
+                .contains("shell_frames_are_not_counted"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("c_like_caller") && !text.contains("TVMFFIBacktrace"),
+            "{text}"
+        );
     }
 
     /// Named with upstream's boundary prefix (which is a prefix match) but not the exact name,
@@ -618,7 +756,8 @@ mod tests {
     #[inline(never)]
     fn above_boundary(cross: bool) -> String {
         let mut text = String::new();
-        let f: extern "C" fn(i32, *mut String) = black_box(TVMFFIFunctionCall_anyffi_backtrace_test);
+        let f: extern "C" fn(i32, *mut String) =
+            black_box(TVMFFIFunctionCall_anyffi_backtrace_test);
         f(i32::from(cross), &mut text);
         text
     }
@@ -633,7 +772,10 @@ mod tests {
         assert_eq!(stopped.lines().count(), 1, "{stopped}");
         let crossed = above_boundary(true);
         assert!(crossed.contains("inner_below_boundary"), "{crossed}");
-        assert!(crossed.contains("in TVMFFIFunctionCall_anyffi_backtrace_test\n"), "{crossed}");
+        assert!(
+            crossed.contains("in TVMFFIFunctionCall_anyffi_backtrace_test\n"),
+            "{crossed}"
+        );
         assert!(crossed.contains("above_boundary"), "{crossed}");
     }
 

@@ -37,7 +37,10 @@ impl BigIntObj {
     pub fn words(&self) -> &[i64] {
         // SAFETY: `nwords` words follow the 32-byte object in place.
         unsafe {
-            std::slice::from_raw_parts((self as *const Self as *const u8).add(32) as *const i64, self.nwords)
+            std::slice::from_raw_parts(
+                (self as *const Self as *const u8).add(32) as *const i64,
+                self.nwords,
+            )
         }
     }
 }
@@ -65,7 +68,10 @@ pub fn any_from_words(words: &[i64]) -> Any {
         [v] => Any::from(*v),
         _ => {
             let (obj, tail) = make_object_with_extra(
-                BigIntObj { header: TVMFFIObject::new::<BigIntObj>(), nwords: w.len() },
+                BigIntObj {
+                    header: TVMFFIObject::new::<BigIntObj>(),
+                    nwords: w.len(),
+                },
                 w.len() * 8,
             );
             // SAFETY: the tail has room for the words.

@@ -65,7 +65,13 @@ mod tests {
         for t in [kDLCPU, kDLCUDA, kDLROCM, kDLTrn] {
             assert_eq!(device_type_from_name(device_type_name(t).unwrap()), Some(t));
         }
-        assert_eq!(device_to_string(DLDevice { device_type: 2, device_id: 1 }), "cuda:1");
+        assert_eq!(
+            device_to_string(DLDevice {
+                device_type: 2,
+                device_id: 1
+            }),
+            "cuda:1"
+        );
         assert_eq!(device_type_name(99), None);
     }
 }

@@ -39,7 +39,11 @@ pub fn parse_dtype_bytes(input: &[u8]) -> Result<DLDataType, String> {
     // The empty string and "void" both mean "no value": an opaque handle with zero bits and zero
     // lanes, which prints back as "".
     if input.is_empty() || input == b"void" {
-        return Ok(DLDataType { code: kDLOpaqueHandle, bits: 0, lanes: 0 });
+        return Ok(DLDataType {
+            code: kDLOpaqueHandle,
+            bits: 0,
+            lanes: 0,
+        });
     }
     let text = expand_alias(input);
     Parser { s: &text }.parse()
@@ -91,8 +95,12 @@ pub fn try_dtype_to_string(t: DLDataType) -> Result<String, String> {
 /// `"<unknown dtype code=18 bits=8 lanes=1>"` instead, which is meant for messages and `Debug`
 /// output, not for the C API.
 pub fn dtype_to_string(t: DLDataType) -> String {
-    try_dtype_to_string(t)
-        .unwrap_or_else(|_| format!("<unknown dtype code={} bits={} lanes={}>", t.code, t.bits, t.lanes))
+    try_dtype_to_string(t).unwrap_or_else(|_| {
+        format!(
+            "<unknown dtype code={} bits={} lanes={}>",
+            t.code, t.bits, t.lanes
+        )
+    })
 }
 
 /// The printed name of each built-in type code.
@@ -185,8 +193,11 @@ const FLOAT6: SmallFloatFamily = SmallFloatFamily {
     underscore_before_lanes: false,
 };
 
-const FLOAT4: SmallFloatFamily =
-    SmallFloatFamily { bits: 4, variants: &[("e2m1fn", kDLFloat4_e2m1fn)], underscore_before_lanes: true };
+const FLOAT4: SmallFloatFamily = SmallFloatFamily {
+    bits: 4,
+    variants: &[("e2m1fn", kDLFloat4_e2m1fn)],
+    underscore_before_lanes: true,
+};
 
 /// Parser state over the alias-expanded string.
 struct Parser<'a> {
@@ -204,7 +215,10 @@ impl Parser<'_> {
     }
 
     fn invalid_lanes(&self) -> String {
-        format!("Invalid lanes specification in dtype '{}'. Lanes must be a positive integer.", self.shown())
+        format!(
+            "Invalid lanes specification in dtype '{}'. Lanes must be a positive integer.",
+            self.shown()
+        )
     }
 
     fn parse(&self) -> Result<DLDataType, String> {
@@ -235,7 +249,10 @@ impl Parser<'_> {
         };
         let (bits, pos) = self.digits(pos)?;
         if bits > u32::from(u8::MAX) {
-            return Err(format!("Bits value {bits} is out of range for uint8_t in dtype '{}'", self.shown()));
+            return Err(format!(
+                "Bits value {bits} is out of range for uint8_t in dtype '{}'",
+                self.shown()
+            ));
         }
         // A missing bit count, and also an explicit 0 ("int0"), both mean the default width.
         let bits = if bits == 0 { default_bits } else { bits as u8 };
@@ -248,7 +265,11 @@ impl Parser<'_> {
 
     /// `float8_<variant>[xN]`, `float6_<variant>[xN]`, `float4_e2m1fn[_][xN]`; `pos` is where the
     /// variant starts.
-    fn parse_small_float(&self, pos: usize, family: &SmallFloatFamily) -> Result<DLDataType, String> {
+    fn parse_small_float(
+        &self,
+        pos: usize,
+        family: &SmallFloatFamily,
+    ) -> Result<DLDataType, String> {
         let s = self.s;
         let rest = &s[pos..];
         // A variant must be followed by the end, an `x` or (float4 only) `_`: "e4m3" does not
@@ -263,7 +284,11 @@ impl Parser<'_> {
                 }
         });
         let Some(&(name, code)) = found else {
-            return Err(format!("unknown float{} type `{}`", family.bits, self.shown()));
+            return Err(format!(
+                "unknown float{} type `{}`",
+                family.bits,
+                self.shown()
+            ));
         };
         let mut pos = pos + name.len();
         if family.underscore_before_lanes && s.get(pos) == Some(&b'_') {
@@ -274,17 +299,26 @@ impl Parser<'_> {
         if pos != s.len() {
             return Err(self.unknown());
         }
-        Ok(DLDataType { code, bits: family.bits, lanes })
+        Ok(DLDataType {
+            code,
+            bits: family.bits,
+            lanes,
+        })
     }
 
     /// Reads a run of decimal digits at `pos` (possibly empty, giving 0) and returns its value
     /// and the position after it.
     fn digits(&self, pos: usize) -> Result<(u32, usize), String> {
-        let run = self.s[pos..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let run = self.s[pos..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
         let text = &self.s[pos..pos + run];
         // Checked arithmetic: upstream accumulates in 64 bits and only then compares with
         // u32::MAX, so 20-digit runs wrap to small values there.
-        let value = text.iter().try_fold(0u32, |acc, &c| acc.checked_mul(10)?.checked_add(u32::from(c - b'0')));
+        let value = text.iter().try_fold(0u32, |acc, &c| {
+            acc.checked_mul(10)?.checked_add(u32::from(c - b'0'))
+        });
         match value {
             Some(v) => Ok((v, pos + run)),
             None => Err(format!(
@@ -317,7 +351,10 @@ impl Parser<'_> {
             return Err(self.invalid_lanes());
         }
         if value > u32::from(u16::MAX) {
-            return Err(format!("Lanes value {value} is out of range for uint16_t in dtype '{}'", self.shown()));
+            return Err(format!(
+                "Lanes value {value} is out of range for uint16_t in dtype '{}'",
+                self.shown()
+            ));
         }
         if !scalable {
             return Ok((value as u16, end));
@@ -338,10 +375,16 @@ impl Parser<'_> {
     fn custom_error(&self) -> String {
         let rest = &self.s[b"custom".len()..];
         if rest.first() != Some(&b'[') {
-            return format!("expected opening brace after 'custom' type in {}", self.shown());
+            return format!(
+                "expected opening brace after 'custom' type in {}",
+                self.shown()
+            );
         }
         if !rest.contains(&b']') {
-            return format!("expected closing brace after 'custom' type in {}", self.shown());
+            return format!(
+                "expected closing brace after 'custom' type in {}",
+                self.shown()
+            );
         }
         format!(
             "Function dtype.get_custom_type_code not found: custom dtype `{}` needs a registry of \
@@ -725,20 +768,32 @@ mod tests {
     fn parse_spot_checks() {
         assert_eq!(parse_dtype("float32"), Ok(dt(kDLFloat, 32, 1)));
         assert_eq!(parse_dtype("float32xvscalex4"), Ok(dt(kDLFloat, 32, 65532)));
-        assert_eq!(parse_dtype("float4_e2m1fnx2"), Ok(dt(kDLFloat4_e2m1fn, 4, 2)));
+        assert_eq!(
+            parse_dtype("float4_e2m1fnx2"),
+            Ok(dt(kDLFloat4_e2m1fn, 4, 2))
+        );
         assert_eq!(parse_dtype(""), Ok(dt(kDLOpaqueHandle, 0, 0)));
         assert_eq!(parse_dtype("void"), Ok(dt(kDLOpaqueHandle, 0, 0)));
         assert_eq!(parse_dtype("int"), Ok(dt(kDLInt, 32, 1)));
         assert_eq!(parse_dtype("handle"), Ok(dt(kDLOpaqueHandle, 64, 1)));
-        assert_eq!(parse_dtype("double"), Err("unknown dtype `double`".to_owned()));
+        assert_eq!(
+            parse_dtype("double"),
+            Err("unknown dtype `double`".to_owned())
+        );
         assert_eq!(parse_dtype("int8xvscalex32768"), Ok(dt(kDLInt, 8, 32768)));
     }
 
     #[test]
     fn parse_non_utf8_bytes() {
         assert_eq!(parse_dtype_bytes(b"int8"), Ok(dt(kDLInt, 8, 1)));
-        assert_eq!(parse_dtype_bytes(b"int\xff"), Err("unknown dtype `int\u{fffd}`".to_owned()));
-        assert_eq!(parse_dtype_bytes(b"int8\0"), Err("unknown dtype `int8\0`".to_owned()));
+        assert_eq!(
+            parse_dtype_bytes(b"int\xff"),
+            Err("unknown dtype `int\u{fffd}`".to_owned())
+        );
+        assert_eq!(
+            parse_dtype_bytes(b"int8\0"),
+            Err("unknown dtype `int8\0`".to_owned())
+        );
     }
 
     /// `((code, bits, lanes), Ok(text))` or `(…, Err(message))`.
@@ -785,8 +840,14 @@ mod tests {
         ((5, 0, 0), Err("DLDataType contains unknown type_code=5")),
         ((5, 6, 2), Err("DLDataType contains unknown type_code=5")),
         ((5, 8, 1), Err("DLDataType contains unknown type_code=5")),
-        ((5, 8, 65535), Err("DLDataType contains unknown type_code=5")),
-        ((5, 16, 65532), Err("DLDataType contains unknown type_code=5")),
+        (
+            (5, 8, 65535),
+            Err("DLDataType contains unknown type_code=5"),
+        ),
+        (
+            (5, 16, 65532),
+            Err("DLDataType contains unknown type_code=5"),
+        ),
         ((5, 32, 4), Err("DLDataType contains unknown type_code=5")),
         ((6, 0, 0), Ok("bool0")),
         ((6, 1, 1), Ok("bool1")),
@@ -866,39 +927,123 @@ mod tests {
         ((18, 0, 0), Err("DLDataType contains unknown type_code=18")),
         ((18, 6, 2), Err("DLDataType contains unknown type_code=18")),
         ((18, 8, 1), Err("DLDataType contains unknown type_code=18")),
-        ((18, 8, 65535), Err("DLDataType contains unknown type_code=18")),
-        ((18, 16, 65532), Err("DLDataType contains unknown type_code=18")),
+        (
+            (18, 8, 65535),
+            Err("DLDataType contains unknown type_code=18"),
+        ),
+        (
+            (18, 16, 65532),
+            Err("DLDataType contains unknown type_code=18"),
+        ),
         ((18, 32, 4), Err("DLDataType contains unknown type_code=18")),
         ((19, 0, 0), Err("DLDataType contains unknown type_code=19")),
         ((19, 6, 2), Err("DLDataType contains unknown type_code=19")),
         ((19, 8, 1), Err("DLDataType contains unknown type_code=19")),
-        ((19, 8, 65535), Err("DLDataType contains unknown type_code=19")),
-        ((19, 16, 65532), Err("DLDataType contains unknown type_code=19")),
+        (
+            (19, 8, 65535),
+            Err("DLDataType contains unknown type_code=19"),
+        ),
+        (
+            (19, 16, 65532),
+            Err("DLDataType contains unknown type_code=19"),
+        ),
         ((19, 32, 4), Err("DLDataType contains unknown type_code=19")),
-        ((128, 0, 0), Err("DLDataType contains unknown type_code=128")),
-        ((128, 6, 2), Err("DLDataType contains unknown type_code=128")),
-        ((128, 8, 1), Err("DLDataType contains unknown type_code=128")),
-        ((128, 8, 65535), Err("DLDataType contains unknown type_code=128")),
-        ((128, 16, 65532), Err("DLDataType contains unknown type_code=128")),
-        ((128, 32, 4), Err("DLDataType contains unknown type_code=128")),
-        ((129, 0, 0), Err("Function dtype.get_custom_type_name not found")),
-        ((129, 6, 2), Err("Function dtype.get_custom_type_name not found")),
-        ((129, 8, 1), Err("Function dtype.get_custom_type_name not found")),
-        ((129, 8, 65535), Err("Function dtype.get_custom_type_name not found")),
-        ((129, 16, 65532), Err("Function dtype.get_custom_type_name not found")),
-        ((129, 32, 4), Err("Function dtype.get_custom_type_name not found")),
-        ((200, 0, 0), Err("Function dtype.get_custom_type_name not found")),
-        ((200, 6, 2), Err("Function dtype.get_custom_type_name not found")),
-        ((200, 8, 1), Err("Function dtype.get_custom_type_name not found")),
-        ((200, 8, 65535), Err("Function dtype.get_custom_type_name not found")),
-        ((200, 16, 65532), Err("Function dtype.get_custom_type_name not found")),
-        ((200, 32, 4), Err("Function dtype.get_custom_type_name not found")),
-        ((255, 0, 0), Err("Function dtype.get_custom_type_name not found")),
-        ((255, 6, 2), Err("Function dtype.get_custom_type_name not found")),
-        ((255, 8, 1), Err("Function dtype.get_custom_type_name not found")),
-        ((255, 8, 65535), Err("Function dtype.get_custom_type_name not found")),
-        ((255, 16, 65532), Err("Function dtype.get_custom_type_name not found")),
-        ((255, 32, 4), Err("Function dtype.get_custom_type_name not found")),
+        (
+            (128, 0, 0),
+            Err("DLDataType contains unknown type_code=128"),
+        ),
+        (
+            (128, 6, 2),
+            Err("DLDataType contains unknown type_code=128"),
+        ),
+        (
+            (128, 8, 1),
+            Err("DLDataType contains unknown type_code=128"),
+        ),
+        (
+            (128, 8, 65535),
+            Err("DLDataType contains unknown type_code=128"),
+        ),
+        (
+            (128, 16, 65532),
+            Err("DLDataType contains unknown type_code=128"),
+        ),
+        (
+            (128, 32, 4),
+            Err("DLDataType contains unknown type_code=128"),
+        ),
+        (
+            (129, 0, 0),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (129, 6, 2),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (129, 8, 1),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (129, 8, 65535),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (129, 16, 65532),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (129, 32, 4),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (200, 0, 0),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (200, 6, 2),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (200, 8, 1),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (200, 8, 65535),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (200, 16, 65532),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (200, 32, 4),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (255, 0, 0),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (255, 6, 2),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (255, 8, 1),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (255, 8, 65535),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (255, 16, 65532),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
+        (
+            (255, 32, 4),
+            Err("Function dtype.get_custom_type_name not found"),
+        ),
     ];
 
     #[test]
@@ -926,8 +1071,14 @@ mod tests {
         assert_eq!(dtype_to_string(dt(kDLFloat, 16, 4)), "float16x4");
         assert_eq!(dtype_to_string(dt(kDLBool, 8, 1)), "bool");
         assert_eq!(dtype_to_string(dt(kDLOpaqueHandle, 0, 0)), "");
-        assert_eq!(dtype_to_string(dt(kDLComplex, 64, 1)), "<unknown dtype code=5 bits=64 lanes=1>");
-        assert_eq!(dtype_to_string(dt(200, 8, 1)), "<unknown dtype code=200 bits=8 lanes=1>");
+        assert_eq!(
+            dtype_to_string(dt(kDLComplex, 64, 1)),
+            "<unknown dtype code=5 bits=64 lanes=1>"
+        );
+        assert_eq!(
+            dtype_to_string(dt(200, 8, 1)),
+            "<unknown dtype code=200 bits=8 lanes=1>"
+        );
     }
 
     #[test]
@@ -944,7 +1095,9 @@ mod tests {
                         assert!(parse_dtype(&text).is_err(), "{text}");
                         continue;
                     }
-                    let Ok(text) = try_dtype_to_string(t) else { continue };
+                    let Ok(text) = try_dtype_to_string(t) else {
+                        continue;
+                    };
                     let back = parse_dtype(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
                     // The printed form drops what the name already implies.
                     let want = match code {

@@ -59,7 +59,10 @@ fn nul_terminated(bytes: &[u8]) -> Box<[u8]> {
 }
 
 fn byte_array(b: &[u8]) -> TVMFFIByteArray {
-    TVMFFIByteArray { data: b.as_ptr() as *const _, size: b.len().saturating_sub(1) }
+    TVMFFIByteArray {
+        data: b.as_ptr() as *const _,
+        size: b.len().saturating_sub(1),
+    }
 }
 
 impl Drop for ErrorObj {
@@ -116,7 +119,13 @@ impl Error {
     #[inline(never)]
     pub fn new(kind: &str, message: impl Into<String>) -> Error {
         let bt = crate::backtrace::capture(1);
-        Error::with_parts(kind.as_bytes(), message.into().as_bytes(), bt.as_bytes(), None, None)
+        Error::with_parts(
+            kind.as_bytes(),
+            message.into().as_bytes(),
+            bt.as_bytes(),
+            None,
+            None,
+        )
     }
 
     /// A new error from its parts; `cause` and `extra` are retained (borrowed inputs).
@@ -130,7 +139,11 @@ impl Error {
         let mut bt = Vec::with_capacity(backtrace.len() + 1);
         bt.extend_from_slice(backtrace);
         bt.push(0);
-        let storage = ErrorStorage { kind: nul_terminated(kind), message: nul_terminated(message), backtrace: bt };
+        let storage = ErrorStorage {
+            kind: nul_terminated(kind),
+            message: nul_terminated(message),
+            backtrace: bt,
+        };
         let retain = |p: Option<*mut TVMFFIObject>| match p {
             Some(p) if !p.is_null() => {
                 // SAFETY: the caller passes live handles; the error owns its own reference.
@@ -209,7 +222,10 @@ impl Error {
 
     /// Replaces or appends to the backtrace through the cell's own hook (works for foreign errors).
     pub fn update_backtrace(&self, text: &str, append: bool) {
-        let ba = TVMFFIByteArray { data: text.as_ptr() as *const _, size: text.len() };
+        let ba = TVMFFIByteArray {
+            data: text.as_ptr() as *const _,
+            size: text.len(),
+        };
         if let Some(f) = self.0.cell.update_backtrace {
             // SAFETY: the hook belongs to this error object.
             unsafe { f(self.0.as_raw() as *mut c_void, &ba, i32::from(append)) };
@@ -266,7 +282,13 @@ impl fmt::Display for Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}\n{}", self.kind(), self.message(), self.backtrace())
+        write!(
+            f,
+            "{}: {}\n{}",
+            self.kind(),
+            self.message(),
+            self.backtrace()
+        )
     }
 }
 
@@ -298,9 +320,8 @@ pub fn take_raised() -> Option<Error> {
 /// The raised error after a call returned -1; an `InternalError` naming `what` when the callee
 /// broke the protocol by failing without raising.
 pub fn fetch_raised(what: &str) -> Error {
-    take_raised().unwrap_or_else(|| {
-        Error::internal(format!("{what} returned -1 but raised no error"))
-    })
+    take_raised()
+        .unwrap_or_else(|| Error::internal(format!("{what} returned -1 but raised no error")))
 }
 
 /// Reads a NUL-terminated C string for messages (lossy); "" for NULL.
@@ -322,7 +343,13 @@ mod tests {
 
     #[test]
     fn parts_and_update_backtrace() {
-        let e = Error::with_parts(b"ValueError", b"bad value", b"  File \"a\", line 1, in f\n", None, None);
+        let e = Error::with_parts(
+            b"ValueError",
+            b"bad value",
+            b"  File \"a\", line 1, in f\n",
+            None,
+            None,
+        );
         assert_eq!(e.kind(), "ValueError");
         assert_eq!(e.message(), "bad value");
         e.update_backtrace("X\n", true);

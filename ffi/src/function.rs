@@ -10,7 +10,9 @@ use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::abi::{kTVMFFIFunction, TVMFFIAny, TVMFFIFunctionCell, TVMFFIObject, TVMFFISafeCallType};
+use crate::abi::{
+    kTVMFFIFunction, TVMFFIAny, TVMFFIFunctionCell, TVMFFIObject, TVMFFISafeCallType,
+};
 use crate::any::{Any, AnyView, FromAny};
 use crate::error::{fetch_raised, set_raised, Error, Result};
 use crate::object::{make_object, ObjectRef, ObjectType};
@@ -24,7 +26,11 @@ pub type SelfDeleter = Option<unsafe extern "C" fn(*mut c_void)>;
 enum Imp {
     Rust(Box<PackedFn>),
     /// `safe_call(self_, ...)` through the foreign trampoline; `deleter(self_)` on destruction.
-    Foreign { self_: *mut c_void, safe_call: TVMFFISafeCallType, deleter: SelfDeleter },
+    Foreign {
+        self_: *mut c_void,
+        safe_call: TVMFFISafeCallType,
+        deleter: SelfDeleter,
+    },
     /// `cell.safe_call` is the caller's own function, called with the function handle.
     Direct,
 }
@@ -58,7 +64,12 @@ unsafe impl Sync for FunctionObj {}
 
 impl Drop for FunctionObj {
     fn drop(&mut self) {
-        if let Imp::Foreign { self_, deleter: Some(d), .. } = self.imp {
+        if let Imp::Foreign {
+            self_,
+            deleter: Some(d),
+            ..
+        } = self.imp
+        {
             // SAFETY: the creator asked for `deleter(self)` when the function dies.
             unsafe { d(self_) };
         }
@@ -92,12 +103,16 @@ unsafe extern "C" fn rust_trampoline(
     result: *mut TVMFFIAny,
 ) -> c_int {
     if handle.is_null() || result.is_null() {
-        set_raised(Error::value_error("ffi.Function call: NULL function handle or result slot"));
+        set_raised(Error::value_error(
+            "ffi.Function call: NULL function handle or result slot",
+        ));
         return -1;
     }
     // SAFETY: this trampoline is only installed in FunctionObj values of kind Rust.
     let obj = unsafe { &*(handle as *const FunctionObj) };
-    let Imp::Rust(f) = &obj.imp else { unreachable!("rust trampoline on a foreign function") };
+    let Imp::Rust(f) = &obj.imp else {
+        unreachable!("rust trampoline on a foreign function")
+    };
     // SAFETY: the caller passes `num_args` valid views that outlive the call.
     let args = unsafe { AnyView::slice_from_raw(args, num_args) };
     finish(catch_unwind(AssertUnwindSafe(|| f(args))), result)
@@ -111,8 +126,15 @@ unsafe extern "C" fn foreign_trampoline(
 ) -> c_int {
     // SAFETY: installed only in FunctionObj values of kind Foreign.
     let obj = unsafe { &*(handle as *const FunctionObj) };
-    let Imp::Foreign { self_, safe_call: Some(call), .. } = obj.imp else {
-        set_raised(Error::internal("ffi.Function: foreign function without safe_call"));
+    let Imp::Foreign {
+        self_,
+        safe_call: Some(call),
+        ..
+    } = obj.imp
+    else {
+        set_raised(Error::internal(
+            "ffi.Function: foreign function without safe_call",
+        ));
         return -1;
     };
     // SAFETY: forwarding the caller's arguments to the creator's function.
@@ -130,7 +152,10 @@ impl ObjectRef<FunctionObj> {
     {
         make_object(FunctionObj {
             header: TVMFFIObject::new::<FunctionObj>(),
-            cell: TVMFFIFunctionCell { safe_call: Some(rust_trampoline), cpp_call: ptr::null_mut() },
+            cell: TVMFFIFunctionCell {
+                safe_call: Some(rust_trampoline),
+                cpp_call: ptr::null_mut(),
+            },
             imp: Imp::Rust(Box::new(f)),
         })
     }
@@ -145,18 +170,34 @@ impl ObjectRef<FunctionObj> {
     /// A function from C (`TVMFFIFunctionCreate`): with `self_` and `deleter` both NULL the
     /// function *is* `safe_call` and receives its own handle; otherwise `safe_call` receives
     /// `self_` and `deleter(self_)` runs on destruction.
-    pub fn from_c(self_: *mut c_void, safe_call: TVMFFISafeCallType, deleter: SelfDeleter) -> Result<Function> {
+    pub fn from_c(
+        self_: *mut c_void,
+        safe_call: TVMFFISafeCallType,
+        deleter: SelfDeleter,
+    ) -> Result<Function> {
         if safe_call.is_none() {
-            return Err(Error::value_error("TVMFFIFunctionCreate: `safe_call` must not be NULL"));
+            return Err(Error::value_error(
+                "TVMFFIFunctionCreate: `safe_call` must not be NULL",
+            ));
         }
         let (cell_call, imp) = if self_.is_null() && deleter.is_none() {
             (safe_call, Imp::Direct)
         } else {
-            (Some(foreign_trampoline as unsafe extern "C" fn(_, _, _, _) -> _), Imp::Foreign { self_, safe_call, deleter })
+            (
+                Some(foreign_trampoline as unsafe extern "C" fn(_, _, _, _) -> _),
+                Imp::Foreign {
+                    self_,
+                    safe_call,
+                    deleter,
+                },
+            )
         };
         Ok(make_object(FunctionObj {
             header: TVMFFIObject::new::<FunctionObj>(),
-            cell: TVMFFIFunctionCell { safe_call: cell_call, cpp_call: ptr::null_mut() },
+            cell: TVMFFIFunctionCell {
+                safe_call: cell_call,
+                cpp_call: ptr::null_mut(),
+            },
             imp,
         }))
     }
@@ -165,7 +206,13 @@ impl ObjectRef<FunctionObj> {
     #[inline]
     pub fn call(&self, args: &[AnyView<'_>]) -> Result<Any> {
         // SAFETY: the handle is alive and arguments outlive the call.
-        unsafe { call_raw(self.as_raw(), args.as_ptr() as *const TVMFFIAny, args.len() as i32) }
+        unsafe {
+            call_raw(
+                self.as_raw(),
+                args.as_ptr() as *const TVMFFIAny,
+                args.len() as i32,
+            )
+        }
     }
 }
 
@@ -286,7 +333,11 @@ pub trait TypedFn<Args>: Send + Sync + 'static {
 
 /// `name(0: int, 1: float) -> int`, as in the official mismatch messages.
 pub fn signature(name: &str, params: &[&str], ret: &str) -> String {
-    let ps: Vec<String> = params.iter().enumerate().map(|(i, t)| format!("{i}: {t}")).collect();
+    let ps: Vec<String> = params
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{i}: {t}"))
+        .collect();
     format!("{name}({}) -> {ret}", ps.join(", "))
 }
 
@@ -383,19 +434,36 @@ mod tests {
         assert_eq!(r.get::<i64>().unwrap(), 2);
 
         let add = Function::from_typed("add", |a: i64, b: i64| a + b);
-        assert_eq!(add.call(&[1i64.into(), 2i64.into()]).unwrap().get::<i64>().unwrap(), 3);
+        assert_eq!(
+            add.call(&[1i64.into(), 2i64.into()])
+                .unwrap()
+                .get::<i64>()
+                .unwrap(),
+            3
+        );
         let e = add.call(&[1i64.into()]).unwrap_err();
         assert_eq!(e.kind(), "TypeError");
-        assert!(e.message().contains("`add(0: int, 1: int) -> int`. Expected 2 but got 1"), "{}", e.message());
+        assert!(
+            e.message()
+                .contains("`add(0: int, 1: int) -> int`. Expected 2 but got 1"),
+            "{}",
+            e.message()
+        );
         let s = Any::from("not an int at all");
         let e = add.call(&[1i64.into(), s.as_view()]).unwrap_err();
         assert!(e.message().contains("argument #1"), "{}", e.message());
-        assert!(e.message().contains("Expected `int` but got `ffi.String`"), "{}", e.message());
+        assert!(
+            e.message().contains("Expected `int` but got `ffi.String`"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]
     fn errors_and_panics_become_raised_errors() {
-        let f = Function::from_typed("fail", || -> Result<i64> { Err(Error::value_error("nope")) });
+        let f = Function::from_typed("fail", || -> Result<i64> {
+            Err(Error::value_error("nope"))
+        });
         let e = f.call(&[]).unwrap_err();
         assert_eq!((e.kind(), e.message().as_ref()), ("ValueError", "nope"));
         let p = Function::from_packed(|_| panic!("boom"));

@@ -178,7 +178,11 @@ unsafe fn release_last_strong(obj: *mut TVMFFIObject, old: u64) {
 #[inline]
 pub unsafe fn inc_weak(obj: *mut TVMFFIObject) {
     // SAFETY: the caller guarantees a live header.
-    unsafe { (*obj).combined_ref_count.fetch_add(WEAK_ONE, Ordering::Relaxed) };
+    unsafe {
+        (*obj)
+            .combined_ref_count
+            .fetch_add(WEAK_ONE, Ordering::Relaxed)
+    };
 }
 
 /// Drops one weak reference, freeing the block with the object's deleter when it is the last.
@@ -190,7 +194,11 @@ pub unsafe fn dec_weak(obj: *mut TVMFFIObject) {
     // SAFETY: the block is alive while a weak reference is held.
     let header = unsafe { &*obj };
     let deleter = header.deleter;
-    if header.combined_ref_count.fetch_sub(WEAK_ONE, Ordering::Release) == WEAK_ONE {
+    if header
+        .combined_ref_count
+        .fetch_sub(WEAK_ONE, Ordering::Release)
+        == WEAK_ONE
+    {
         fence(Ordering::Acquire);
         if let Some(d) = deleter {
             // SAFETY: nothing references the block any more.
@@ -257,7 +265,10 @@ impl<T: ObjectType> ObjectRef<T> {
     /// `ptr` must point at a live `T` and the caller must give up one strong reference to it.
     #[inline]
     pub unsafe fn from_raw_owned(ptr: NonNull<T>) -> Self {
-        ObjectRef { ptr, _marker: PhantomData }
+        ObjectRef {
+            ptr,
+            _marker: PhantomData,
+        }
     }
 
     /// Takes a new strong reference to a borrowed object.
@@ -268,7 +279,10 @@ impl<T: ObjectType> ObjectRef<T> {
     pub unsafe fn from_raw_borrowed(ptr: NonNull<T>) -> Self {
         // SAFETY: live per the caller.
         unsafe { inc_ref(ptr.as_ptr() as *mut TVMFFIObject) };
-        ObjectRef { ptr, _marker: PhantomData }
+        ObjectRef {
+            ptr,
+            _marker: PhantomData,
+        }
     }
 
     /// Gives the reference away as a raw header pointer ("new reference" for the receiver).
@@ -342,7 +356,9 @@ impl ObjectRef<Object> {
     pub fn downcast<T: ObjectType>(self) -> Result<ObjectRef<T>, ObjectRef<Object>> {
         if T::is_instance(self.type_index()) {
             // SAFETY: the runtime type is T or derives from it, and T extends its parent layout.
-            Ok(unsafe { ObjectRef::from_raw_owned(NonNull::new_unchecked(self.into_raw() as *mut T)) })
+            Ok(unsafe {
+                ObjectRef::from_raw_owned(NonNull::new_unchecked(self.into_raw() as *mut T))
+            })
         } else {
             Err(self)
         }
@@ -373,7 +389,10 @@ impl<T: ObjectType> Clone for ObjectRef<T> {
     fn clone(&self) -> Self {
         // SAFETY: alive while self exists.
         unsafe { inc_ref(self.as_raw()) };
-        ObjectRef { ptr: self.ptr, _marker: PhantomData }
+        ObjectRef {
+            ptr: self.ptr,
+            _marker: PhantomData,
+        }
     }
 }
 
@@ -455,7 +474,10 @@ mod tests {
 
     fn probe() -> (ObjectRef<Probe>, Arc<AtomicUsize>) {
         let drops = Arc::new(AtomicUsize::new(0));
-        let obj = make_object(Probe { header: TVMFFIObject::new::<Probe>(), drops: drops.clone() });
+        let obj = make_object(Probe {
+            header: TVMFFIObject::new::<Probe>(),
+            drops: drops.clone(),
+        });
         (obj, drops)
     }
 
@@ -484,7 +506,11 @@ mod tests {
         assert_eq!(again.strong_count(), 2);
         drop(again);
         drop(o);
-        assert_eq!(drops.load(Ordering::SeqCst), 1, "destroyed when the last strong ref went");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "destroyed when the last strong ref went"
+        );
         assert!(w.upgrade().is_none());
         drop(w);
     }

@@ -52,7 +52,10 @@ impl ObjectRef<ShapeObj> {
         let (obj, tail) = make_object_with_extra(
             ShapeObj {
                 header: TVMFFIObject::new::<ShapeObj>(),
-                cell: TVMFFIShapeCell { data: ptr::null(), size: n },
+                cell: TVMFFIShapeCell {
+                    data: ptr::null(),
+                    size: n,
+                },
             },
             n * 8,
         );

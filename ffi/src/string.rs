@@ -153,7 +153,10 @@ pub unsafe fn raw_any_bytes(v: &TVMFFIAny) -> Option<&[u8]> {
                 } else if (*p).size == 0 {
                     Some(&[])
                 } else {
-                    Some(std::slice::from_raw_parts((*p).data as *const u8, (*p).size))
+                    Some(std::slice::from_raw_parts(
+                        (*p).data as *const u8,
+                        (*p).size,
+                    ))
                 }
             }
             _ => None,

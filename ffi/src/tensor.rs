@@ -112,7 +112,10 @@ pub fn is_contiguous(shape: &[i64], strides: Option<&[i64]>) -> bool {
 
 /// Whether the device type addresses memory directly (so data pointers can be checked).
 fn is_direct_address(device_type: i32) -> bool {
-    matches!(device_type, kDLCPU | kDLCUDA | kDLCUDAHost | kDLCUDAManaged | kDLROCM | kDLROCMHost)
+    matches!(
+        device_type,
+        kDLCPU | kDLCUDA | kDLCUDAHost | kDLCUDAManaged | kDLROCM | kDLROCMHost
+    )
 }
 
 /// Reads the shape and strides of a DLTensor, checking the pointers the ndim requires.
@@ -121,19 +124,25 @@ fn is_direct_address(device_type: i32) -> bool {
 /// The DLTensor's shape/strides pointers, when non-NULL, must hold `ndim` entries.
 unsafe fn dims<'a>(t: &'a DLTensor, what: &str) -> Result<(&'a [i64], Option<&'a [i64]>)> {
     if t.ndim < 0 {
-        return Err(Error::value_error(format!("{what}: ndim must be >= 0, got {}", t.ndim)));
+        return Err(Error::value_error(format!(
+            "{what}: ndim must be >= 0, got {}",
+            t.ndim
+        )));
     }
     let n = t.ndim as usize;
     if n == 0 {
         return Ok((&[], None));
     }
     if t.shape.is_null() {
-        return Err(Error::value_error(format!("{what}: shape is NULL while ndim = {n}")));
+        return Err(Error::value_error(format!(
+            "{what}: shape is NULL while ndim = {n}"
+        )));
     }
     // SAFETY: per the caller.
     let shape = unsafe { std::slice::from_raw_parts(t.shape, n) };
     // SAFETY: per the caller.
-    let strides = (!t.strides.is_null()).then(|| unsafe { std::slice::from_raw_parts(t.strides, n) });
+    let strides =
+        (!t.strides.is_null()).then(|| unsafe { std::slice::from_raw_parts(t.strides, n) });
     Ok((shape, strides))
 }
 
@@ -154,7 +163,9 @@ fn check_dlpack(t: &DLTensor, require_alignment: i32, require_contiguous: bool) 
         }
     }
     if require_contiguous && !is_contiguous(shape, strides) {
-        return Err(Error::runtime_error("FromDLPack: Tensor is not contiguous."));
+        return Err(Error::runtime_error(
+            "FromDLPack: Tensor is not contiguous.",
+        ));
     }
     Ok(())
 }
@@ -177,7 +188,11 @@ fn build(dl: DLTensor, owner: Owner, copy_shape: bool) -> Tensor {
     };
     let shape_copy = copy_shape.then(|| shape.to_vec());
     let (obj, tail) = make_object_with_extra(
-        TensorObj { header: TVMFFIObject::new::<TensorObj>(), dl_tensor: dl, owner },
+        TensorObj {
+            header: TVMFFIObject::new::<TensorObj>(),
+            dl_tensor: dl,
+            owner,
+        },
         slots * 8,
     );
     let mut cursor = tail as *mut i64;
@@ -204,9 +219,15 @@ impl ObjectRef<TensorObj> {
     ///
     /// # Safety
     /// `mt` must be a valid managed tensor.
-    pub unsafe fn from_dlpack(mt: *mut DLManagedTensor, require_alignment: i32, require_contiguous: bool) -> Result<Tensor> {
+    pub unsafe fn from_dlpack(
+        mt: *mut DLManagedTensor,
+        require_alignment: i32,
+        require_contiguous: bool,
+    ) -> Result<Tensor> {
         if mt.is_null() {
-            return Err(Error::value_error("TVMFFITensorFromDLPack: `managed_tensor` is NULL"));
+            return Err(Error::value_error(
+                "TVMFFITensorFromDLPack: `managed_tensor` is NULL",
+            ));
         }
         // SAFETY: per the caller.
         let dl = unsafe { (*mt).dl_tensor };
@@ -224,7 +245,9 @@ impl ObjectRef<TensorObj> {
         require_contiguous: bool,
     ) -> Result<Tensor> {
         if mt.is_null() {
-            return Err(Error::value_error("TVMFFITensorFromDLPackVersioned: `managed_tensor` is NULL"));
+            return Err(Error::value_error(
+                "TVMFFITensorFromDLPackVersioned: `managed_tensor` is NULL",
+            ));
         }
         // SAFETY: per the caller.
         let (dl, flags, version) = unsafe { ((*mt).dl_tensor, (*mt).flags, (*mt).version) };
@@ -252,7 +275,9 @@ impl ObjectRef<TensorObj> {
         // SAFETY: per the caller.
         let (_, strides) = unsafe { dims(prototype, "TVMFFITensorCreateUnsafeView") }?;
         if prototype.ndim > 0 && strides.is_none() {
-            return Err(Error::value_error("TVMFFITensorCreateUnsafeView: `prototype->strides` must not be NULL"));
+            return Err(Error::value_error(
+                "TVMFFITensorCreateUnsafeView: `prototype->strides` must not be NULL",
+            ));
         }
         Ok(build(*prototype, Owner::Source(source), true))
     }
@@ -280,7 +305,13 @@ impl ObjectRef<TensorObj> {
     }
 
     /// A view of `self` with other metadata (same storage, kept alive by the view).
-    pub fn view_with(&self, data: *mut c_void, shape: &[i64], strides: &[i64], byte_offset: u64) -> Tensor {
+    pub fn view_with(
+        &self,
+        data: *mut c_void,
+        shape: &[i64],
+        strides: &[i64],
+        byte_offset: u64,
+    ) -> Tensor {
         let dl = DLTensor {
             data,
             device: self.dl_tensor.device,
@@ -305,7 +336,10 @@ impl ObjectRef<TensorObj> {
     /// `TVMFFITensorToDLPackVersioned`.
     pub fn to_dlpack_versioned(&self) -> *mut DLManagedTensorVersioned {
         Box::into_raw(Box::new(DLManagedTensorVersioned {
-            version: DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION },
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
             manager_ctx: self.clone().into_raw() as *mut c_void,
             deleter: Some(delete_managed_versioned),
             flags: 0,
@@ -421,9 +455,16 @@ mod tests {
         let mt = Box::into_raw(Box::new(DLManagedTensor {
             dl_tensor: DLTensor {
                 data: data.as_mut_ptr() as *mut c_void,
-                device: DLDevice { device_type: kDLCPU, device_id: 0 },
+                device: DLDevice {
+                    device_type: kDLCPU,
+                    device_id: 0,
+                },
                 ndim: 3,
-                dtype: DLDataType { code: kDLFloat, bits: 32, lanes: 1 },
+                dtype: DLDataType {
+                    code: kDLFloat,
+                    bits: 32,
+                    lanes: 1,
+                },
                 shape: shape.as_mut_ptr(),
                 strides: ptr::null_mut(),
                 byte_offset: 0,
@@ -437,7 +478,11 @@ mod tests {
         assert_eq!(t.strides(), &[12, 4, 1]);
         let back = t.to_dlpack();
         drop(t);
-        assert_eq!(DELETED.load(Ordering::SeqCst), before, "the exported capsule keeps it alive");
+        assert_eq!(
+            DELETED.load(Ordering::SeqCst),
+            before,
+            "the exported capsule keeps it alive"
+        );
         // SAFETY: our own deleter.
         unsafe { (*back).deleter.unwrap()(back) };
         assert_eq!(DELETED.load(Ordering::SeqCst), before + 1);
@@ -447,8 +492,14 @@ mod tests {
     fn contiguity_rules() {
         assert!(is_contiguous(&[2, 3], Some(&[3, 1])));
         assert!(!is_contiguous(&[2, 3], Some(&[1, 2])));
-        assert!(is_contiguous(&[2, 1, 3], Some(&[3, 100, 1])), "size-1 dims are ignored");
-        assert!(is_contiguous(&[2, 0, 3], Some(&[7, 7, 7])), "empty tensors are contiguous");
+        assert!(
+            is_contiguous(&[2, 1, 3], Some(&[3, 100, 1])),
+            "size-1 dims are ignored"
+        );
+        assert!(
+            is_contiguous(&[2, 0, 3], Some(&[7, 7, 7])),
+            "empty tensors are contiguous"
+        );
         assert_eq!(compact_strides(&[2, 3, 4]), vec![12, 4, 1]);
     }
 }

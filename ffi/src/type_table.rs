@@ -152,9 +152,12 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     };
     {
         let mut w = table.writer.lock();
-        let alloc = |w: &mut Writer, key: &str, ti: i32, depth: i32, overflow: bool, parent: i32| {
-            table.alloc_locked(w, key, ti, depth, 0, overflow, parent).expect("static type entry");
-        };
+        let alloc =
+            |w: &mut Writer, key: &str, ti: i32, depth: i32, overflow: bool, parent: i32| {
+                table
+                    .alloc_locked(w, key, ti, depth, 0, overflow, parent)
+                    .expect("static type entry");
+            };
         alloc(&mut w, "ffi.Object", kTVMFFIObject, 0, true, -1);
         for &(ti, key) in STATIC_POD_KEYS {
             alloc(&mut w, key, ti, 0, false, -1);
@@ -168,14 +171,24 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     }
     // Metadata after the writer lock is released: registration re-enters the table.
     let object_meta = TVMFFITypeMetadata {
-        doc: TVMFFIByteArray { data: ptr::null(), size: 0 },
+        doc: TVMFFIByteArray {
+            data: ptr::null(),
+            size: 0,
+        },
         creator: None,
         total_size: 24,
         structural_eq_hash_kind: kTVMFFISEqHashKindUnsupported,
     };
-    table.register_metadata(kTVMFFIObject, &object_meta).expect("ffi.Object metadata");
-    let bigint_meta = TVMFFITypeMetadata { total_size: 32, ..object_meta };
-    table.register_metadata(kTVMFFIBigInt, &bigint_meta).expect("ffi.BigInt metadata");
+    table
+        .register_metadata(kTVMFFIObject, &object_meta)
+        .expect("ffi.Object metadata");
+    let bigint_meta = TVMFFITypeMetadata {
+        total_size: 32,
+        ..object_meta
+    };
+    table
+        .register_metadata(kTVMFFIBigInt, &bigint_meta)
+        .expect("ffi.BigInt metadata");
     table
 });
 
@@ -193,7 +206,10 @@ pub fn type_key_hash(bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        let word = rest.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
+        let word = rest
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | b as u64);
         hash ^= word;
         hash = hash.wrapping_mul(MUL);
     }
@@ -202,7 +218,10 @@ pub fn type_key_hash(bytes: &[u8]) -> u64 {
 
 fn leak_bytes(strings: &mut Vec<Box<[u8]>>, src: &TVMFFIByteArray) -> TVMFFIByteArray {
     if src.data.is_null() || src.size == 0 {
-        return TVMFFIByteArray { data: ptr::null(), size: 0 };
+        return TVMFFIByteArray {
+            data: ptr::null(),
+            size: 0,
+        };
     }
     // SAFETY: the registering caller passes a valid byte range.
     let bytes = unsafe { std::slice::from_raw_parts(src.data as *const u8, src.size) };
@@ -210,7 +229,10 @@ fn leak_bytes(strings: &mut Vec<Box<[u8]>>, src: &TVMFFIByteArray) -> TVMFFIByte
     owned.extend_from_slice(bytes);
     owned.push(0);
     let owned = owned.into_boxed_slice();
-    let out = TVMFFIByteArray { data: owned.as_ptr() as *const _, size: bytes.len() };
+    let out = TVMFFIByteArray {
+        data: owned.as_ptr() as *const _,
+        size: bytes.len(),
+    };
     strings.push(owned);
     out
 }
@@ -360,8 +382,15 @@ impl Table {
             info: TVMFFITypeInfo {
                 type_index: index,
                 type_depth: depth,
-                type_key: TVMFFIByteArray { data: key_box.as_ptr() as *const _, size: key_box.len() },
-                type_ancestors: if ancestors.is_empty() { ptr::null() } else { ancestors.as_ptr() },
+                type_key: TVMFFIByteArray {
+                    data: key_box.as_ptr() as *const _,
+                    size: key_box.len(),
+                },
+                type_ancestors: if ancestors.is_empty() {
+                    ptr::null()
+                } else {
+                    ancestors.as_ptr()
+                },
                 type_key_hash: type_key_hash(key.as_bytes()),
                 num_fields: 0,
                 num_methods: 0,
@@ -387,7 +416,11 @@ impl Table {
     fn column_locked(&self, w: &mut Writer, name: &str) -> *mut Column {
         *w.columns.entry(name.into()).or_insert_with(|| {
             Box::into_raw(Box::new(Column {
-                col: TVMFFITypeAttrColumn { data: ptr::null(), size: 0, begin_index: 0 },
+                col: TVMFFITypeAttrColumn {
+                    data: ptr::null(),
+                    size: 0,
+                    begin_index: 0,
+                },
                 values: Vec::new(),
             }))
         })
@@ -396,7 +429,9 @@ impl Table {
     fn entry_mut(&self, index: i32, what: &str) -> Result<&mut TypeEntry> {
         let e = self.get(index);
         if e.is_null() {
-            return Err(Error::value_error(format!("{what}: unknown type index {index}")));
+            return Err(Error::value_error(format!(
+                "{what}: unknown type index {index}"
+            )));
         }
         // SAFETY: entries are never freed; the caller holds the writer lock.
         Ok(unsafe { &mut *e })
@@ -430,7 +465,15 @@ pub fn get_or_alloc_index(
 ) -> Result<i32> {
     let t = &*TABLE;
     let mut w = t.writer.lock();
-    t.alloc_locked(&mut w, key, static_index, depth, child_slots, can_overflow, parent_index)
+    t.alloc_locked(
+        &mut w,
+        key,
+        static_index,
+        depth,
+        child_slots,
+        can_overflow,
+        parent_index,
+    )
 }
 
 /// The index of a registered key.
@@ -466,7 +509,9 @@ pub fn is_ancestor(ancestor: i32, index: i32) -> bool {
     if index <= ancestor {
         return false;
     }
-    let (Some(a), Some(e)) = (type_entry(ancestor), type_entry(index)) else { return false };
+    let (Some(a), Some(e)) = (type_entry(ancestor), type_entry(index)) else {
+        return false;
+    };
     let d = a.info.type_depth as usize;
     d < e.ancestors.len() && ptr::eq(e.ancestors[d], &a.info)
 }
@@ -490,7 +535,10 @@ pub fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
     // SAFETY: the caller passes valid byte arrays.
     let name = unsafe { byte_array_str(&info.name) }.into_owned();
     // SAFETY: field names are kept as owned copies in `strings`.
-    if e.fields.iter().any(|f| unsafe { byte_array_str(&f.name) } == name) {
+    if e.fields
+        .iter()
+        .any(|f| unsafe { byte_array_str(&f.name) } == name)
+    {
         return Err(Error::value_error(format!(
             "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
             e.key
@@ -607,7 +655,11 @@ pub fn attr_value(name: &str, index: i32) -> Option<TVMFFIAny> {
 /// Every registered type key, ordered by index.
 pub fn registered_keys() -> Vec<String> {
     let w = TABLE.writer.lock();
-    let mut v: Vec<(i32, String)> = w.key_to_index.iter().map(|(k, &i)| (i, k.to_string())).collect();
+    let mut v: Vec<(i32, String)> = w
+        .key_to_index
+        .iter()
+        .map(|(k, &i)| (i, k.to_string()))
+        .collect();
     v.sort();
     v.into_iter().map(|(_, k)| k).collect()
 }
@@ -639,7 +691,14 @@ mod tests {
             assert_eq!(e.info.type_depth, 1);
             assert_eq!(e.ancestors(), &[type_info_ptr(kTVMFFIObject)]);
         }
-        assert_eq!(type_entry(kTVMFFIObject).unwrap().metadata().unwrap().total_size, 24);
+        assert_eq!(
+            type_entry(kTVMFFIObject)
+                .unwrap()
+                .metadata()
+                .unwrap()
+                .total_size,
+            24
+        );
         assert_eq!(key_to_index("ffi.String"), Some(65));
         assert!(type_entry(14).is_none());
         assert!(!attr_column("__any_hash__").is_null());
@@ -657,10 +716,16 @@ mod tests {
         assert!(is_ancestor(base, c3) && is_ancestor(kTVMFFIObject, c3));
         assert!(!is_ancestor(c1, c2));
         assert_eq!(get_or_alloc_index("tt.C1", -1, 7, 7, false, 3).unwrap(), c1);
-        assert_eq!(get_or_alloc_index("tt.Missing", -1, 1, 0, true, -2).unwrap(), -2);
+        assert_eq!(
+            get_or_alloc_index("tt.Missing", -1, 1, 0, true, -2).unwrap(),
+            -2
+        );
         let p = type_info_ptr(c1);
         assert_eq!(type_info_ptr(c1), p);
-        assert!(get_or_alloc_index("tt.Bad", -1, 5, 0, true, base).is_err(), "depth mismatch");
+        assert!(
+            get_or_alloc_index("tt.Bad", -1, 5, 0, true, base).is_err(),
+            "depth mismatch"
+        );
         assert!(get_or_alloc_index("tt.Conflict", 65, 1, 0, false, 64).is_err());
     }
 }

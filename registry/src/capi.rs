@@ -38,7 +38,11 @@ unsafe fn function_arg(f: *mut c_void, func: &str) -> anyffi::Result<Function> {
 /// Registers `f` (borrowed; the table takes its own reference) under `name`. An existing name is
 /// a RuntimeError unless `allow_override` is non-zero.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIFunctionSetGlobal(name: *const TVMFFIByteArray, f: *mut c_void, allow_override: c_int) -> c_int {
+pub unsafe extern "C" fn TVMFFIFunctionSetGlobal(
+    name: *const TVMFFIByteArray,
+    f: *mut c_void,
+    allow_override: c_int,
+) -> c_int {
     guard(|| {
         // SAFETY: the caller passes a valid byte array and a live function.
         let name = unsafe { str_arg(name, "TVMFFIFunctionSetGlobal", "name") }?;
@@ -51,13 +55,22 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobal(name: *const TVMFFIByteArray, f
 /// Registers a global function from a method description (name, doc, metadata, flags, and the
 /// `ffi.Function` in `method`, retained).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(info: *const TVMFFIMethodInfo, allow_override: c_int) -> c_int {
+pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(
+    info: *const TVMFFIMethodInfo,
+    allow_override: c_int,
+) -> c_int {
     let rc = guard(|| {
         let info = non_null(info, "TVMFFIFunctionSetGlobalFromMethodInfo", "method_info")?;
         // SAFETY: the caller passes a valid description.
         let info = unsafe { &*info };
         // SAFETY: the name is a valid byte array.
-        let name = unsafe { str_arg(&info.name, "TVMFFIFunctionSetGlobalFromMethodInfo", "method_info->name") }?;
+        let name = unsafe {
+            str_arg(
+                &info.name,
+                "TVMFFIFunctionSetGlobalFromMethodInfo",
+                "method_info->name",
+            )
+        }?;
         if info.method.type_index != kTVMFFIFunction {
             return Err(Error::type_error(format!(
                 "TVMFFIFunctionSetGlobalFromMethodInfo: `{name}`: method must be an ffi.Function, got {}",
@@ -65,7 +78,12 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(info: *const TVMF
             )));
         }
         // SAFETY: checked function value.
-        let f = unsafe { function_arg(info.method.value.v_obj as *mut c_void, "TVMFFIFunctionSetGlobalFromMethodInfo") }?;
+        let f = unsafe {
+            function_arg(
+                info.method.value.v_obj as *mut c_void,
+                "TVMFFIFunctionSetGlobalFromMethodInfo",
+            )
+        }?;
         // SAFETY: doc and metadata are valid byte arrays.
         let (doc, metadata) = unsafe { (bytes_of(&info.doc), bytes_of(&info.metadata)) };
         let entry = global::GlobalEntry {
@@ -84,12 +102,16 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(info: *const TVMF
 
 /// Writes a new reference to the function registered under `name`, or NULL (rc 0) when missing.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIFunctionGetGlobal(name: *const TVMFFIByteArray, out: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMFFIFunctionGetGlobal(
+    name: *const TVMFFIByteArray,
+    out: *mut *mut c_void,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIFunctionGetGlobal", "out")? as *mut *mut c_void;
         // SAFETY: the caller passes a valid byte array.
         let name = unsafe { str_arg(name, "TVMFFIFunctionGetGlobal", "name") }?;
-        let f = global::get_global(name).map_or(std::ptr::null_mut(), |f| f.into_raw() as *mut c_void);
+        let f =
+            global::get_global(name).map_or(std::ptr::null_mut(), |f| f.into_raw() as *mut c_void);
         // SAFETY: checked out-parameter.
         unsafe { *out = f };
         Ok(())
@@ -104,8 +126,11 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
 ) -> c_int {
     let mut rc = 0;
     let g = guard(|| {
-        let addr = non_null(handle_addr, "TVMFFIHandleInitOnce", "handle_addr")? as *mut *mut c_void;
-        let init = init_func.ok_or_else(|| Error::value_error("TVMFFIHandleInitOnce: `init_func` must not be NULL"))?;
+        let addr =
+            non_null(handle_addr, "TVMFFIHandleInitOnce", "handle_addr")? as *mut *mut c_void;
+        let init = init_func.ok_or_else(|| {
+            Error::value_error("TVMFFIHandleInitOnce: `init_func` must not be NULL")
+        })?;
         // SAFETY: the caller passes a valid slot.
         rc = unsafe { env::handle_init_once(addr, init) }?;
         Ok(())
@@ -125,8 +150,11 @@ pub unsafe extern "C" fn TVMFFIHandleDeinitOnce(
 ) -> c_int {
     let mut rc = 0;
     let g = guard(|| {
-        let addr = non_null(handle_addr, "TVMFFIHandleDeinitOnce", "handle_addr")? as *mut *mut c_void;
-        let deinit = deinit_func.ok_or_else(|| Error::value_error("TVMFFIHandleDeinitOnce: `deinit_func` must not be NULL"))?;
+        let addr =
+            non_null(handle_addr, "TVMFFIHandleDeinitOnce", "handle_addr")? as *mut *mut c_void;
+        let deinit = deinit_func.ok_or_else(|| {
+            Error::value_error("TVMFFIHandleDeinitOnce: `deinit_func` must not be NULL")
+        })?;
         // SAFETY: the caller passes a valid slot.
         rc = unsafe { env::handle_deinit_once(addr, deinit) };
         Ok(())
@@ -177,13 +205,17 @@ pub unsafe extern "C" fn TVMFFIEnvSetDLPackManagedTensorAllocator(
 
 /// The thread-local DLPack allocator if set, else the process-wide one, else NULL.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIEnvGetDLPackManagedTensorAllocator() -> DLPackManagedTensorAllocator {
+pub unsafe extern "C" fn TVMFFIEnvGetDLPackManagedTensorAllocator() -> DLPackManagedTensorAllocator
+{
     env::tensor_allocator()
 }
 
 /// Allocates a tensor like `prototype` through the current DLPack allocator (new reference).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIEnvTensorAlloc(prototype: *mut DLTensor, out: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMFFIEnvTensorAlloc(
+    prototype: *mut DLTensor,
+    out: *mut *mut c_void,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIEnvTensorAlloc", "out")? as *mut *mut c_void;
         let proto = non_null(prototype, "TVMFFIEnvTensorAlloc", "prototype")? as *mut DLTensor;
@@ -232,18 +264,26 @@ pub unsafe extern "C" fn TVMFFIEnvModLookupFromImports(
 
 /// Adds a symbol written into every library later loaded as a module.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIEnvModRegisterContextSymbol(name: *const c_char, symbol: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMFFIEnvModRegisterContextSymbol(
+    name: *const c_char,
+    symbol: *mut c_void,
+) -> c_int {
     guard(|| {
         // SAFETY: the caller passes a NUL-terminated name.
         let name = unsafe { c_str_arg(name, "TVMFFIEnvModRegisterContextSymbol", "name") }?;
-        env::CONTEXT_SYMBOLS.lock().push((name.to_string(), symbol as usize));
+        env::CONTEXT_SYMBOLS
+            .lock()
+            .push((name.to_string(), symbol as usize));
         Ok(())
     })
 }
 
 /// Adds a symbol to the system library. Always returns 0.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(name: *const c_char, symbol: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(
+    name: *const c_char,
+    symbol: *mut c_void,
+) -> c_int {
     if !name.is_null() {
         // SAFETY: the caller passes a NUL-terminated name.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();

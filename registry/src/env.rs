@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::LazyLock;
 
 use anyffi::abi::{
-    DLPackManagedTensorAllocator, DLTensor, DLManagedTensorVersioned, TVMFFICustomAllocator,
+    DLManagedTensorVersioned, DLPackManagedTensorAllocator, DLTensor, TVMFFICustomAllocator,
     TVMFFIObjectAllocHeader,
 };
 use anyffi::{Error, Result, Tensor};
@@ -59,7 +59,10 @@ static GLOBAL_ALLOCATOR: Mutex<DLPackManagedTensorAllocator> = Mutex::new(None);
 
 /// Sets this thread's allocator (and the process-wide one with `write_global`); returns the
 /// previous thread-local value.
-pub fn set_tensor_allocator(a: DLPackManagedTensorAllocator, write_global: bool) -> DLPackManagedTensorAllocator {
+pub fn set_tensor_allocator(
+    a: DLPackManagedTensorAllocator,
+    write_global: bool,
+) -> DLPackManagedTensorAllocator {
     let prev = TLS_ALLOCATOR.with(|c| c.replace(a));
     if write_global {
         *GLOBAL_ALLOCATOR.lock() = a;
@@ -72,7 +75,11 @@ pub fn tensor_allocator() -> DLPackManagedTensorAllocator {
     TLS_ALLOCATOR.with(|c| c.get()).or(*GLOBAL_ALLOCATOR.lock())
 }
 
-unsafe extern "C" fn forward_alloc_error(_ctx: *mut c_void, kind: *const c_char, message: *const c_char) {
+unsafe extern "C" fn forward_alloc_error(
+    _ctx: *mut c_void,
+    kind: *const c_char,
+    message: *const c_char,
+) {
     // SAFETY: the allocator passes NUL-terminated strings.
     unsafe { anyffi::capi::TVMFFIErrorSetRaisedFromCStr(kind, message) };
 }
@@ -90,12 +97,21 @@ pub unsafe fn env_tensor_alloc(prototype: *mut DLTensor) -> Result<Tensor> {
     };
     let mut mt: *mut DLManagedTensorVersioned = std::ptr::null_mut();
     // SAFETY: calling the registered allocator with its documented arguments.
-    let rc = unsafe { alloc(prototype, &mut mt, std::ptr::null_mut(), Some(forward_alloc_error)) };
+    let rc = unsafe {
+        alloc(
+            prototype,
+            &mut mt,
+            std::ptr::null_mut(),
+            Some(forward_alloc_error),
+        )
+    };
     if rc != 0 {
         return Err(anyffi::error::fetch_raised("the DLPack tensor allocator"));
     }
     if mt.is_null() {
-        return Err(Error::runtime_error("TVMFFIEnvTensorAlloc: the allocator returned no tensor"));
+        return Err(Error::runtime_error(
+            "TVMFFIEnvTensorAlloc: the allocator returned no tensor",
+        ));
     }
     // SAFETY: the allocator produced a valid managed tensor that we now own.
     unsafe { Tensor::from_dlpack_versioned(mt, 0, false) }
@@ -111,7 +127,10 @@ static INIT_LOCK: Mutex<()> = Mutex::new(());
 ///
 /// # Safety
 /// `addr` must be a valid, suitably aligned pointer slot used only through these functions.
-pub unsafe fn handle_init_once(addr: *mut *mut c_void, init: unsafe extern "C" fn(*mut *mut c_void) -> c_int) -> Result<c_int> {
+pub unsafe fn handle_init_once(
+    addr: *mut *mut c_void,
+    init: unsafe extern "C" fn(*mut *mut c_void) -> c_int,
+) -> Result<c_int> {
     // SAFETY: per the caller, the slot is a pointer-sized atomic location.
     let slot = unsafe { AtomicPtr::from_ptr(addr) };
     if !slot.load(Ordering::Acquire).is_null() {
@@ -128,7 +147,9 @@ pub unsafe fn handle_init_once(addr: *mut *mut c_void, init: unsafe extern "C" f
         return Ok(rc);
     }
     if out.is_null() {
-        return Err(Error::runtime_error("TVMFFIHandleInitOnce: init_func must return a non-NULL handle"));
+        return Err(Error::runtime_error(
+            "TVMFFIHandleInitOnce: init_func must return a non-NULL handle",
+        ));
     }
     slot.store(out, Ordering::Release);
     Ok(0)
@@ -138,7 +159,10 @@ pub unsafe fn handle_init_once(addr: *mut *mut c_void, init: unsafe extern "C" f
 ///
 /// # Safety
 /// As for [`handle_init_once`].
-pub unsafe fn handle_deinit_once(addr: *mut *mut c_void, deinit: unsafe extern "C" fn(*mut c_void) -> c_int) -> c_int {
+pub unsafe fn handle_deinit_once(
+    addr: *mut *mut c_void,
+    deinit: unsafe extern "C" fn(*mut c_void) -> c_int,
+) -> c_int {
     // SAFETY: per the caller.
     let old = unsafe { AtomicPtr::from_ptr(addr) }.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if old.is_null() {
@@ -218,7 +242,12 @@ unsafe extern "C" fn default_delete_space(body: *mut c_void) {
     unsafe { libc::free((body as *mut u8).sub(BODY_OFFSET) as *mut c_void) };
 }
 
-unsafe extern "C" fn default_allocate(size: usize, align: usize, _ti: i32, _ctx: *mut c_void) -> *mut c_void {
+unsafe extern "C" fn default_allocate(
+    size: usize,
+    align: usize,
+    _ti: i32,
+    _ctx: *mut c_void,
+) -> *mut c_void {
     if align > BODY_OFFSET {
         return std::ptr::null_mut();
     }
@@ -230,8 +259,11 @@ unsafe extern "C" fn default_allocate(size: usize, align: usize, _ti: i32, _ctx:
     // SAFETY: the block has room for the prefix; the header sits right before the body.
     unsafe {
         let body = base.add(BODY_OFFSET);
-        let hdr = body.sub(std::mem::size_of::<TVMFFIObjectAllocHeader>()) as *mut TVMFFIObjectAllocHeader;
-        hdr.write(TVMFFIObjectAllocHeader { delete_space: Some(default_delete_space) });
+        let hdr = body.sub(std::mem::size_of::<TVMFFIObjectAllocHeader>())
+            as *mut TVMFFIObjectAllocHeader;
+        hdr.write(TVMFFIObjectAllocHeader {
+            delete_space: Some(default_delete_space),
+        });
         body as *mut c_void
     }
 }
@@ -272,14 +304,17 @@ pub fn custom_allocator() -> *mut TVMFFICustomAllocator {
 /// (name, address) pairs written into every library loaded as a module.
 pub static CONTEXT_SYMBOLS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// The system library's symbol map.
-pub static SYSTEM_LIB_SYMBOLS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Default::default);
+pub static SYSTEM_LIB_SYMBOLS: LazyLock<Mutex<HashMap<String, usize>>> =
+    LazyLock::new(Default::default);
 
 /// `TVMFFIEnvModRegisterSystemLibSymbol`: stores the symbol; warns when an address changes.
 pub fn register_system_lib_symbol(name: &str, sym: *mut c_void) {
     let mut m = SYSTEM_LIB_SYMBOLS.lock();
     if let Some(&old) = m.get(name) {
         if old != sym as usize {
-            eprintln!("anyffi: warning: system-lib symbol `{name}` re-registered at a different address");
+            eprintln!(
+                "anyffi: warning: system-lib symbol `{name}` re-registered at a different address"
+            );
         }
     }
     m.insert(name.to_string(), sym as usize);
@@ -287,9 +322,14 @@ pub fn register_system_lib_symbol(name: &str, sym: *mut c_void) {
 
 /// `TVMFFIEnvModLookupFromImports`: the function `name` (borrowed), searched in the global
 /// registry (module imports join the search once modules are loaded by this library).
-pub fn lookup_from_imports(_library_ctx: *mut c_void, name: &str) -> Result<*mut anyffi::abi::TVMFFIObject> {
+pub fn lookup_from_imports(
+    _library_ctx: *mut c_void,
+    name: &str,
+) -> Result<*mut anyffi::abi::TVMFFIObject> {
     crate::global::get_global_borrowed(name).ok_or_else(|| {
-        Error::runtime_error(format!("Cannot find function {name} in the imported modules or global registry."))
+        Error::runtime_error(format!(
+            "Cannot find function {name} in the imported modules or global registry."
+        ))
     })
 }
 
@@ -303,7 +343,9 @@ mod tests {
         assert!(set_stream(2, 0, a).is_null());
         assert_eq!(get_stream(2, 0), a);
         assert!(get_stream(2, 1).is_null());
-        std::thread::spawn(|| assert!(get_stream(2, 0).is_null())).join().unwrap();
+        std::thread::spawn(|| assert!(get_stream(2, 0).is_null()))
+            .join()
+            .unwrap();
         assert_eq!(set_stream(2, 0, std::ptr::null_mut()), a);
     }
 

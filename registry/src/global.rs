@@ -39,12 +39,14 @@ impl Registrar<'_> {
     where
         F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
     {
-        self.0.insert(name.into(), packed_entry(doc, Function::from_packed(f)));
+        self.0
+            .insert(name.into(), packed_entry(doc, Function::from_packed(f)));
     }
 
     /// Adds a typed function with its type schema.
     pub fn typed<Args, F: TypedFn<Args>>(&mut self, name: &str, doc: &str, f: F) {
-        self.0.insert(name.into(), typed_entry::<Args, F>(name, doc, f));
+        self.0
+            .insert(name.into(), typed_entry::<Args, F>(name, doc, f));
     }
 }
 
@@ -95,7 +97,9 @@ pub fn register_global(name: &str, entry: GlobalEntry, allow_override: bool) -> 
     let old = {
         let mut t = TABLE.write();
         if !allow_override && t.contains_key(name) {
-            return Err(Error::runtime_error(format!("Global Function `{name}` is already registered")));
+            return Err(Error::runtime_error(format!(
+                "Global Function `{name}` is already registered"
+            )));
         }
         t.insert(name.into(), entry)
     };
@@ -109,18 +113,31 @@ pub fn register_packed<F>(name: &str, f: F, allow_override: bool) -> Result<()>
 where
     F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
 {
-    register_global(name, packed_entry("", Function::from_packed(f)), allow_override)
+    register_global(
+        name,
+        packed_entry("", Function::from_packed(f)),
+        allow_override,
+    )
 }
 
 /// Registers a typed Rust function with its type-schema metadata, e.g.
 /// `register_typed("my.add", |a: i64, b: i64| a + b, false)`.
-pub fn register_typed<Args, F: TypedFn<Args>>(name: &str, f: F, allow_override: bool) -> Result<()> {
+pub fn register_typed<Args, F: TypedFn<Args>>(
+    name: &str,
+    f: F,
+    allow_override: bool,
+) -> Result<()> {
     register_global(name, typed_entry::<Args, F>(name, "", f), allow_override)
 }
 
 /// A plain entry as `TVMFFIFunctionSetGlobal` makes it (empty doc and metadata).
 pub fn plain_entry(function: Function) -> GlobalEntry {
-    GlobalEntry { function, doc: String::new(), metadata: String::new(), flags: kTVMFFIFieldFlagBitMaskIsStaticMethod }
+    GlobalEntry {
+        function,
+        doc: String::new(),
+        metadata: String::new(),
+        flags: kTVMFFIFieldFlagBitMaskIsStaticMethod,
+    }
 }
 
 /// The function registered under `name` (a new reference).

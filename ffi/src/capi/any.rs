@@ -12,7 +12,10 @@ use crate::string::{BytesObj, StrObj};
 /// Copies a view into an owned Any (objects gain a reference; RawStr/ByteArrayPtr become
 /// String/Bytes; ObjectRValueRef moves the object out of its slot).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(view: *const TVMFFIAny, out: *mut TVMFFIAny) -> c_int {
+pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(
+    view: *const TVMFFIAny,
+    out: *mut TVMFFIAny,
+) -> c_int {
     guard(|| {
         let view = non_null(view, "TVMFFIAnyViewToOwnedAny", "any_view")?;
         let out = non_null(out, "TVMFFIAnyViewToOwnedAny", "out")? as *mut TVMFFIAny;
@@ -24,7 +27,10 @@ pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(view: *const TVMFFIAny, out: *m
 
 /// Writes an owned string (SmallStr when at most 7 bytes, else `ffi.String`) into `out`.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIStringFromByteArray(input: *const TVMFFIByteArray, out: *mut TVMFFIAny) -> c_int {
+pub unsafe extern "C" fn TVMFFIStringFromByteArray(
+    input: *const TVMFFIByteArray,
+    out: *mut TVMFFIAny,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIStringFromByteArray", "out")? as *mut TVMFFIAny;
         // SAFETY: writable slot; set None first so that a failure leaves a valid value.
@@ -39,7 +45,10 @@ pub unsafe extern "C" fn TVMFFIStringFromByteArray(input: *const TVMFFIByteArray
 
 /// Writes owned bytes (SmallBytes when at most 7 bytes, else `ffi.Bytes`) into `out`.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIBytesFromByteArray(input: *const TVMFFIByteArray, out: *mut TVMFFIAny) -> c_int {
+pub unsafe extern "C" fn TVMFFIBytesFromByteArray(
+    input: *const TVMFFIByteArray,
+    out: *mut TVMFFIAny,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIBytesFromByteArray", "out")? as *mut TVMFFIAny;
         // SAFETY: writable slot.
@@ -55,7 +64,10 @@ pub unsafe extern "C" fn TVMFFIBytesFromByteArray(input: *const TVMFFIByteArray,
 /// Builds an integer from little-word-first two's-complement int64 words: Int when it fits,
 /// else `ffi.BigInt`. The size must be a multiple of 8 (ValueError otherwise).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(input: *const TVMFFIByteArray, out: *mut TVMFFIAny) -> c_int {
+pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(
+    input: *const TVMFFIByteArray,
+    out: *mut TVMFFIAny,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIBigIntFromByteArray", "out")? as *mut TVMFFIAny;
         // SAFETY: writable slot.
@@ -68,7 +80,10 @@ pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(input: *const TVMFFIByteArray
                 bytes.len()
             )));
         }
-        let words: Vec<i64> = bytes.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect();
+        let words: Vec<i64> = bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
         // SAFETY: writable slot.
         unsafe { *out = any_from_words(&words).into_raw() };
         Ok(())
@@ -77,19 +92,30 @@ pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(input: *const TVMFFIByteArray
 
 /// The int64 words of an Int or BigInt value, borrowed from `value` (empty for other types).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIBigIntGetContentByteArray(value: *const TVMFFIAny) -> TVMFFIByteArray {
-    let empty = TVMFFIByteArray { data: std::ptr::null(), size: 0 };
+pub unsafe extern "C" fn TVMFFIBigIntGetContentByteArray(
+    value: *const TVMFFIAny,
+) -> TVMFFIByteArray {
+    let empty = TVMFFIByteArray {
+        data: std::ptr::null(),
+        size: 0,
+    };
     if value.is_null() {
         return empty;
     }
     // SAFETY: the caller passes a valid value that outlives the result.
     unsafe {
         match (*value).type_index {
-            kTVMFFIInt => TVMFFIByteArray { data: std::ptr::addr_of!((*value).value.v_int64) as *const _, size: 8 },
+            kTVMFFIInt => TVMFFIByteArray {
+                data: std::ptr::addr_of!((*value).value.v_int64) as *const _,
+                size: 8,
+            },
             kTVMFFIBigInt => {
                 let obj = &*((*value).value.v_obj as *const BigIntObj);
                 let w = obj.words();
-                TVMFFIByteArray { data: w.as_ptr() as *const _, size: w.len() * 8 }
+                TVMFFIByteArray {
+                    data: w.as_ptr() as *const _,
+                    size: w.len() * 8,
+                }
             }
             _ => empty,
         }

@@ -24,11 +24,15 @@ pub unsafe extern "C" fn TVMFFIErrorMoveFromRaised(result: *mut *mut c_void) {
 /// Stores `error` (borrowed; the slot takes its own reference) as this thread's raised error.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaised(error: *mut c_void) {
-    let Some(p) = NonNull::new(error as *mut TVMFFIObject) else { return };
+    let Some(p) = NonNull::new(error as *mut TVMFFIObject) else {
+        return;
+    };
     // SAFETY: the caller passes a live object.
     if unsafe { p.as_ref().type_index } != kTVMFFIError {
         let got = crate::type_table::type_key_of(unsafe { p.as_ref().type_index });
-        set_raised(Error::type_error(format!("TVMFFIErrorSetRaised: expected an ffi.Error, got {got}")));
+        set_raised(Error::type_error(format!(
+            "TVMFFIErrorSetRaised: expected an ffi.Error, got {got}"
+        )));
         return;
     }
     // SAFETY: live error; the slot owns the reference taken here.
@@ -55,7 +59,11 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStr(kind: *const c_char, messa
 
 /// Raises a new error whose message is the concatenation of the non-NULL `parts`.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(kind: *const c_char, parts: *const *const c_char, n: i32) {
+pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
+    kind: *const c_char,
+    parts: *const *const c_char,
+    n: i32,
+) {
     guard_void("TVMFFIErrorSetRaisedFromCStrParts", || {
         let mut msg = Vec::new();
         if !parts.is_null() {
@@ -85,7 +93,13 @@ unsafe fn create(
         return -1;
     }
     // SAFETY: byte arrays supplied by the caller, NULL reads as empty.
-    let read = |p: *const TVMFFIByteArray| if p.is_null() { &[][..] } else { unsafe { bytes_of(&*p) } };
+    let read = |p: *const TVMFFIByteArray| {
+        if p.is_null() {
+            &[][..]
+        } else {
+            unsafe { bytes_of(&*p) }
+        }
+    };
     // Errors of this function never touch the raised slot (it reports failure by -1 alone).
     match catch_unwind(AssertUnwindSafe(|| {
         Error::with_parts(
@@ -114,7 +128,16 @@ pub unsafe extern "C" fn TVMFFIErrorCreate(
     out: *mut *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded caller pointers.
-    unsafe { create(kind, message, backtrace, std::ptr::null_mut(), std::ptr::null_mut(), out) }
+    unsafe {
+        create(
+            kind,
+            message,
+            backtrace,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            out,
+        )
+    }
 }
 
 /// As `TVMFFIErrorCreate`, also retaining `cause_chain` and `extra_context` (borrowed inputs).
@@ -157,7 +180,10 @@ pub unsafe extern "C" fn TVMFFIBacktrace(
     BACKTRACE_BUF.with(|b| {
         let mut b = b.borrow_mut();
         b.0 = text;
-        b.1 = TVMFFIByteArray { data: b.0.as_ptr() as *const c_char, size: b.0.len() };
+        b.1 = TVMFFIByteArray {
+            data: b.0.as_ptr() as *const c_char,
+            size: b.0.len(),
+        };
         &b.1 as *const TVMFFIByteArray
     })
 }

@@ -36,7 +36,9 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     result: *mut TVMFFIAny,
 ) -> c_int {
     if func.is_null() {
-        set_raised(Error::value_error("TVMFFIFunctionCall: `func` must not be NULL"));
+        set_raised(Error::value_error(
+            "TVMFFIFunctionCall: `func` must not be NULL",
+        ));
         return -1;
     }
     // SAFETY: the caller passes a live function object; its cell follows the header.
@@ -45,7 +47,9 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
         // SAFETY: the function's own entry point, called with its own handle.
         Some(call) => unsafe { call(func, args, num_args, result) },
         None => {
-            set_raised(Error::internal("TVMFFIFunctionCall: the function has a NULL safe_call"));
+            set_raised(Error::internal(
+                "TVMFFIFunctionCall: the function has a NULL safe_call",
+            ));
             -1
         }
     }

@@ -43,7 +43,10 @@ pub fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
 #[inline(always)]
 pub fn guard_void(what: &str, f: impl FnOnce()) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-        eprintln!("anyffi: {what} panicked: {}", Error::from_panic(p).message());
+        eprintln!(
+            "anyffi: {what} panicked: {}",
+            Error::from_panic(p).message()
+        );
     }
 }
 
@@ -51,7 +54,9 @@ pub fn guard_void(what: &str, f: impl FnOnce()) {
 #[inline]
 pub fn non_null<T>(p: *const T, func: &str, arg: &str) -> Result<*const T> {
     if p.is_null() {
-        Err(Error::value_error(format!("{func}: `{arg}` must not be NULL")))
+        Err(Error::value_error(format!(
+            "{func}: `{arg}` must not be NULL"
+        )))
     } else {
         Ok(p)
     }
@@ -62,12 +67,19 @@ pub fn non_null<T>(p: *const T, func: &str, arg: &str) -> Result<*const T> {
 /// # Safety
 /// `p`, when non-NULL, must point at a valid byte array that outlives the result.
 #[inline]
-pub unsafe fn byte_array_arg<'a>(p: *const TVMFFIByteArray, func: &str, arg: &str) -> Result<&'a [u8]> {
+pub unsafe fn byte_array_arg<'a>(
+    p: *const TVMFFIByteArray,
+    func: &str,
+    arg: &str,
+) -> Result<&'a [u8]> {
     let p = non_null(p, func, arg)?;
     // SAFETY: per the caller.
     let b = unsafe { &*p };
     if b.size > 0 && b.data.is_null() {
-        return Err(Error::value_error(format!("{func}: `{arg}` has NULL data and size {}", b.size)));
+        return Err(Error::value_error(format!(
+            "{func}: `{arg}` has NULL data and size {}",
+            b.size
+        )));
     }
     // SAFETY: per the caller.
     Ok(unsafe { crate::error::bytes_of(b) })
@@ -81,5 +93,6 @@ pub unsafe fn byte_array_arg<'a>(p: *const TVMFFIByteArray, func: &str, arg: &st
 pub unsafe fn str_arg<'a>(p: *const TVMFFIByteArray, func: &str, arg: &str) -> Result<&'a str> {
     // SAFETY: per the caller.
     let b = unsafe { byte_array_arg(p, func, arg) }?;
-    std::str::from_utf8(b).map_err(|_| Error::value_error(format!("{func}: `{arg}` is not valid UTF-8")))
+    std::str::from_utf8(b)
+        .map_err(|_| Error::value_error(format!("{func}: `{arg}` is not valid UTF-8")))
 }

@@ -17,7 +17,11 @@ pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut TVMFFIVersion) {
     use crate::abi::{TVM_FFI_VERSION_MAJOR, TVM_FFI_VERSION_MINOR, TVM_FFI_VERSION_PATCH};
     // SAFETY: non-null out-parameter supplied by the caller.
     unsafe {
-        *out = TVMFFIVersion { major: TVM_FFI_VERSION_MAJOR, minor: TVM_FFI_VERSION_MINOR, patch: TVM_FFI_VERSION_PATCH }
+        *out = TVMFFIVersion {
+            major: TVM_FFI_VERSION_MAJOR,
+            minor: TVM_FFI_VERSION_MINOR,
+            patch: TVM_FFI_VERSION_PATCH,
+        }
     };
 }
 
@@ -25,7 +29,11 @@ pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut TVMFFIVersion) {
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIObjectIncRef(obj: *mut c_void) -> c_int {
     if obj.is_null() {
-        return guard(|| Err(Error::value_error("TVMFFIObjectIncRef: `obj` must not be NULL")));
+        return guard(|| {
+            Err(Error::value_error(
+                "TVMFFIObjectIncRef: `obj` must not be NULL",
+            ))
+        });
     }
     // SAFETY: the caller passes a live object.
     unsafe { inc_ref(obj as *mut TVMFFIObject) };

@@ -43,7 +43,9 @@ pub unsafe extern "C" fn TVMFFITensorFromDLPackVersioned(
     guard(|| {
         let out = non_null(out, "TVMFFITensorFromDLPackVersioned", "out")? as *mut *mut c_void;
         // SAFETY: the caller passes a valid managed tensor.
-        let t = unsafe { Tensor::from_dlpack_versioned(from, require_alignment, require_contiguous != 0) }?;
+        let t = unsafe {
+            Tensor::from_dlpack_versioned(from, require_alignment, require_contiguous != 0)
+        }?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = t.into_raw() as *mut c_void };
         Ok(())
@@ -67,7 +69,10 @@ unsafe fn tensor_arg(p: *mut c_void, func: &str) -> crate::error::Result<Tensor>
 
 /// Exports `tensor` (borrowed) as a new legacy managed tensor that holds a reference to it.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFITensorToDLPack(tensor: *mut c_void, out: *mut *mut DLManagedTensor) -> c_int {
+pub unsafe extern "C" fn TVMFFITensorToDLPack(
+    tensor: *mut c_void,
+    out: *mut *mut DLManagedTensor,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFITensorToDLPack", "out")? as *mut *mut DLManagedTensor;
         // SAFETY: checked handle.
@@ -85,7 +90,8 @@ pub unsafe extern "C" fn TVMFFITensorToDLPackVersioned(
     out: *mut *mut DLManagedTensorVersioned,
 ) -> c_int {
     guard(|| {
-        let out = non_null(out, "TVMFFITensorToDLPackVersioned", "out")? as *mut *mut DLManagedTensorVersioned;
+        let out = non_null(out, "TVMFFITensorToDLPackVersioned", "out")?
+            as *mut *mut DLManagedTensorVersioned;
         // SAFETY: checked handle.
         let t = unsafe { tensor_arg(tensor, "TVMFFITensorToDLPackVersioned") }?;
         // SAFETY: checked non-null out-parameter.
@@ -120,7 +126,10 @@ pub unsafe extern "C" fn TVMFFITensorCreateUnsafeView(
 
 /// Parses a dtype string (`float32`, `int8x4`, `bfloat16`, ...). Unknown strings: ValueError.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIDataTypeFromString(input: *const TVMFFIByteArray, out: *mut DLDataType) -> c_int {
+pub unsafe extern "C" fn TVMFFIDataTypeFromString(
+    input: *const TVMFFIByteArray,
+    out: *mut DLDataType,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIDataTypeFromString", "out")? as *mut DLDataType;
         // SAFETY: the caller passes a valid byte array.
@@ -134,12 +143,16 @@ pub unsafe extern "C" fn TVMFFIDataTypeFromString(input: *const TVMFFIByteArray,
 
 /// Writes the text of a dtype into `out` as an owned `ffi.String` object (never SmallStr).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIDataTypeToString(dtype: *const DLDataType, out: *mut TVMFFIAny) -> c_int {
+pub unsafe extern "C" fn TVMFFIDataTypeToString(
+    dtype: *const DLDataType,
+    out: *mut TVMFFIAny,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIDataTypeToString", "out")? as *mut TVMFFIAny;
         let dtype = non_null(dtype, "TVMFFIDataTypeToString", "dtype")?;
         // SAFETY: valid dtype pointer supplied by the caller.
-        let text = crate::dtype::try_dtype_to_string(unsafe { *dtype }).map_err(Error::value_error)?;
+        let text =
+            crate::dtype::try_dtype_to_string(unsafe { *dtype }).map_err(Error::value_error)?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = Any::from(Str::from_content(text.as_bytes())).into_raw() };
         Ok(())

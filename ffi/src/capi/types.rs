@@ -10,7 +10,10 @@ use crate::type_table;
 /// Looks up a registered type key. A missing key: -1 with an error of kind InternalError, as the
 /// official library reports it.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFITypeKeyToIndex(type_key: *const TVMFFIByteArray, out: *mut i32) -> c_int {
+pub unsafe extern "C" fn TVMFFITypeKeyToIndex(
+    type_key: *const TVMFFIByteArray,
+    out: *mut i32,
+) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFITypeKeyToIndex", "out")? as *mut i32;
         // SAFETY: the caller passes a valid byte array.
@@ -72,7 +75,10 @@ pub unsafe extern "C" fn TVMFFIGetTypeInfo(type_index: i32) -> *const TVMFFIType
 
 /// Registers a reflected field on `type_index`; the description is copied.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFITypeRegisterField(type_index: i32, info: *const TVMFFIFieldInfo) -> c_int {
+pub unsafe extern "C" fn TVMFFITypeRegisterField(
+    type_index: i32,
+    info: *const TVMFFIFieldInfo,
+) -> c_int {
     guard(|| {
         let info = non_null(info, "TVMFFITypeRegisterField", "info")?;
         // SAFETY: the caller passes a valid description.
@@ -82,7 +88,10 @@ pub unsafe extern "C" fn TVMFFITypeRegisterField(type_index: i32, info: *const T
 
 /// Registers a reflected method on `type_index`; the description is copied, the method retained.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFITypeRegisterMethod(type_index: i32, info: *const TVMFFIMethodInfo) -> c_int {
+pub unsafe extern "C" fn TVMFFITypeRegisterMethod(
+    type_index: i32,
+    info: *const TVMFFIMethodInfo,
+) -> c_int {
     guard(|| {
         let info = non_null(info, "TVMFFITypeRegisterMethod", "info")?;
         // SAFETY: the caller passes a valid description.
@@ -92,7 +101,10 @@ pub unsafe extern "C" fn TVMFFITypeRegisterMethod(type_index: i32, info: *const 
 
 /// Registers the metadata of `type_index` (once).
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFITypeRegisterMetadata(type_index: i32, metadata: *const TVMFFITypeMetadata) -> c_int {
+pub unsafe extern "C" fn TVMFFITypeRegisterMetadata(
+    type_index: i32,
+    metadata: *const TVMFFITypeMetadata,
+) -> c_int {
     guard(|| {
         let m = non_null(metadata, "TVMFFITypeRegisterMetadata", "metadata")?;
         // SAFETY: the caller passes a valid description.
@@ -119,7 +131,9 @@ pub unsafe extern "C" fn TVMFFITypeRegisterAttr(
 
 /// The column of attribute `name` (stable address), or NULL when no type registered it.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIGetTypeAttrColumn(name: *const TVMFFIByteArray) -> *const TVMFFITypeAttrColumn {
+pub unsafe extern "C" fn TVMFFIGetTypeAttrColumn(
+    name: *const TVMFFIByteArray,
+) -> *const TVMFFITypeAttrColumn {
     if name.is_null() {
         return std::ptr::null();
     }
@@ -127,4 +141,3 @@ pub unsafe extern "C" fn TVMFFIGetTypeAttrColumn(name: *const TVMFFIByteArray) -
     let name = unsafe { type_table::byte_array_str(&*name) };
     type_table::attr_column(&name)
 }
-

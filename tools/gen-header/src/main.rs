@@ -39,27 +39,42 @@ fn main() -> ExitCode {
         style: cbindgen::Style::Both,
         export: cbindgen::ExportConfig {
             // Types no exported function mentions, still part of the ABI.
-            include: ["DLPackExchangeAPI", "TVMFFITypeInfo", "TVMFFIShapeCell", "TVMFFISeqCell",
-                "TVMFFIFunctionCell", "TVMFFIErrorCell", "TVMFFIOpaqueObjectCell",
-                "TVMFFIObjectAllocHeader", "TVMFFITypeAttrColumn", "DLManagedTensor"]
+            include: [
+                "DLPackExchangeAPI",
+                "TVMFFITypeInfo",
+                "TVMFFIShapeCell",
+                "TVMFFISeqCell",
+                "TVMFFIFunctionCell",
+                "TVMFFIErrorCell",
+                "TVMFFIOpaqueObjectCell",
+                "TVMFFIObjectAllocHeader",
+                "TVMFFITypeAttrColumn",
+                "DLManagedTensor",
+            ]
             .map(String::from)
             .to_vec(),
             exclude: vec!["TVMFFIAny_NONE".into()],
             // The count word is atomic in Rust and a plain uint64_t in C (same layout).
-            rename: [("AtomicU64".to_string(), "uint64_t".to_string())].into_iter().collect(),
+            rename: [("AtomicU64".to_string(), "uint64_t".to_string())]
+                .into_iter()
+                .collect(),
             ..Default::default()
         },
         ..Default::default()
     };
     // The ABI definitions and every file of exported C functions, parsed as one source set.
-    let mut builder = cbindgen::Builder::new().with_config(config).with_src(root.join("ffi/src/abi.rs"));
+    let mut builder = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(root.join("ffi/src/abi.rs"));
     // capi/mod.rs brings its submodules along; listing them again would duplicate them.
-    let sources = [root.join("ffi/src/capi/mod.rs"), root.join("registry/src/capi.rs")];
+    let sources = [
+        root.join("ffi/src/capi/mod.rs"),
+        root.join("registry/src/capi.rs"),
+    ];
     for src in sources {
         builder = builder.with_src(src);
     }
-    let bindings = match builder.generate()
-    {
+    let bindings = match builder.generate() {
         Ok(b) => b,
         Err(e) => {
             eprintln!("gen-header: cbindgen failed: {e}");
@@ -72,7 +87,9 @@ fn main() -> ExitCode {
     if check {
         let current = std::fs::read(&path).unwrap_or_default();
         if current != out {
-            eprintln!("gen-header: {HEADER_NAME} is out of date; run `cargo run -p anyffi-gen-header`");
+            eprintln!(
+                "gen-header: {HEADER_NAME} is out of date; run `cargo run -p anyffi-gen-header`"
+            );
             return ExitCode::FAILURE;
         }
         println!("gen-header: {HEADER_NAME} is up to date");
