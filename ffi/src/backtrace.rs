@@ -56,6 +56,9 @@ const BOUNDARY_PREFIXES: &[&str] = &[
     "object_is_not_callable",
     "_Py",
     "PyObject",
+    // Our Rust functions are entered through this trampoline: it is the FFI boundary of every
+    // Rust callee, as TVMFFIFunctionCall is of a C++ one.
+    "anyffi::function::rust_trampoline",
 ];
 
 /// Symbol prefixes of frames that upstream never prints.
@@ -88,6 +91,10 @@ const EXCLUDED_RUST_PREFIXES: &[&str] = &[
     "std::panic::",
     "core::ops::function",
     "__rust_try",
+    // Calling plumbing (typed-argument unpacking, closures around user code), as upstream hides
+    // `tvm::ffi::Function*` and `function_detail.h`.
+    "anyffi::function::",
+    "anyffi::capi::guard",
 ];
 
 /// Builds the `TVMFFIBacktrace` text for the calling thread's stack.
