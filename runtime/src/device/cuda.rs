@@ -140,41 +140,37 @@ impl CudaRuntime {
             if *slot == 0 {
                 let mut dev: sys::CUdevice = 0;
                 // SAFETY: the driver is initialised and the ordinal is in range.
-                check(
-                    unsafe { sys::cuDeviceGet(&mut dev, device_id) },
-                    "cuDeviceGet",
-                )?;
+                let rc = unsafe { sys::cuDeviceGet(&mut dev, device_id) };
+                check(rc, "cuDeviceGet")?;
                 let mut ctx: sys::CUcontext = std::ptr::null_mut();
                 // SAFETY: valid device and out-parameter; the retained context lives for the
                 // process (never released), so the stored address stays valid.
-                check(
-                    unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
-                    "cuDevicePrimaryCtxRetain",
-                )?;
+                let rc = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) };
+                check(rc, "cuDevicePrimaryCtxRetain")?;
                 *slot = ctx as usize;
             }
             *slot as sys::CUcontext
         };
         let mut current: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: valid out-parameter.
-        check(
-            unsafe { sys::cuCtxGetCurrent(&mut current) },
-            "cuCtxGetCurrent",
-        )?;
+        let rc = unsafe { sys::cuCtxGetCurrent(&mut current) };
+        check(rc, "cuCtxGetCurrent")?;
         if current != ctx {
             // SAFETY: `ctx` is a retained primary context.
-            check(unsafe { sys::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
+            let rc = unsafe { sys::cuCtxSetCurrent(ctx) };
+            check(rc, "cuCtxSetCurrent")?;
         }
         Ok(())
     }
 
-    /// Removes a tracked allocation of the given kind; ValueError if it is not one.
-    fn untrack(&self, ptr: *mut c_void, host: bool) -> Result<i32> {
+    /// Removes a tracked allocation of the given kind, returning its device and address;
+    /// ValueError if it is not one.
+    fn untrack(&self, ptr: *mut c_void, host: bool) -> Result<(i32, usize)> {
         let mut allocs = self.allocations.lock();
         match allocs.get(&(ptr as usize)) {
             Some(&(dev, h)) if h == host => {
                 allocs.remove(&(ptr as usize));
-                Ok(dev)
+                Ok((dev, ptr as usize))
             }
             _ => Err(Error::value_error(format!(
                 "cannot free {ptr:p}: it was not allocated by runtime.{} on cuda or was already freed",
@@ -204,19 +200,18 @@ impl DeviceRuntime for CudaRuntime {
     fn device_synchronize(&self, device_id: i32) -> Result<()> {
         self.bind(device_id)?;
         // SAFETY: a context is current.
-        check(unsafe { sys::cuCtxSynchronize() }, "cuCtxSynchronize")
+        let rc = unsafe { sys::cuCtxSynchronize() };
+        check(rc, "cuCtxSynchronize")
     }
 
     fn create_stream(&self, device_id: i32) -> Result<Stream> {
         self.bind(device_id)?;
         let mut s: sys::CUstream = std::ptr::null_mut();
         // SAFETY: a context is current; valid out-parameter.
-        check(
-            unsafe {
-                sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-            },
-            "cuStreamCreate",
-        )?;
+        let rc = unsafe {
+            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        };
+        check(rc, "cuStreamCreate")?;
         self.streams.lock().insert(s as usize, device_id);
         Ok(s as Stream)
     }
@@ -230,20 +225,16 @@ impl DeviceRuntime for CudaRuntime {
         };
         self.bind(dev)?;
         // SAFETY: a stream we created and have just untracked, destroyed once.
-        check(
-            unsafe { sys::cuStreamDestroy_v2(stream as sys::CUstream) },
-            "cuStreamDestroy",
-        )
+        let rc = unsafe { sys::cuStreamDestroy_v2(stream as sys::CUstream) };
+        check(rc, "cuStreamDestroy")
     }
 
     fn stream_synchronize(&self, device_id: i32, stream: Stream) -> Result<()> {
         self.bind(device_id)?;
         // SAFETY: NULL is the default stream; other handles are ours or the caller's (env
         // streams set by frameworks), which the caller vouches for.
-        check(
-            unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) },
-            "cuStreamSynchronize",
-        )
+        let rc = unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) };
+        check(rc, "cuStreamSynchronize")
     }
 
     fn malloc_device(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
@@ -251,10 +242,8 @@ impl DeviceRuntime for CudaRuntime {
         let mut p: sys::CUdeviceptr = 0;
         // cuMemAlloc rejects 0 bytes; a minimal block keeps pointers unique and freeable.
         // SAFETY: a context is current; valid out-parameter.
-        check(
-            unsafe { sys::cuMemAlloc_v2(&mut p, nbytes.max(1)) },
-            "cuMemAlloc",
-        )?;
+        let rc = unsafe { sys::cuMemAlloc_v2(&mut p, nbytes.max(1)) };
+        check(rc, "cuMemAlloc")?;
         self.allocations
             .lock()
             .insert(p as usize, (device_id, false));
@@ -266,23 +255,19 @@ impl DeviceRuntime for CudaRuntime {
         if ptr.is_null() {
             return Ok(());
         }
-        let dev = self.untrack(ptr, false)?;
+        let (dev, addr) = self.untrack(ptr, false)?;
         self.bind(dev)?;
         // SAFETY: a live allocation of ours, just untracked, freed once.
-        check(
-            unsafe { sys::cuMemFree_v2(ptr as usize as sys::CUdeviceptr) },
-            "cuMemFree",
-        )
+        let rc = unsafe { sys::cuMemFree_v2(addr as sys::CUdeviceptr) };
+        check(rc, "cuMemFree")
     }
 
     fn malloc_host(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
         self.bind(device_id)?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: a context is current; valid out-parameter.
-        check(
-            unsafe { sys::cuMemAllocHost_v2(&mut p, nbytes.max(1)) },
-            "cuMemAllocHost",
-        )?;
+        let rc = unsafe { sys::cuMemAllocHost_v2(&mut p, nbytes.max(1)) };
+        check(rc, "cuMemAllocHost")?;
         self.allocations
             .lock()
             .insert(p as usize, (device_id, true));
@@ -294,10 +279,11 @@ impl DeviceRuntime for CudaRuntime {
         if ptr.is_null() {
             return Ok(());
         }
-        let dev = self.untrack(ptr, true)?;
+        let (dev, addr) = self.untrack(ptr, true)?;
         self.bind(dev)?;
         // SAFETY: a live pinned allocation of ours, just untracked, freed once.
-        check(unsafe { sys::cuMemFreeHost(ptr) }, "cuMemFreeHost")
+        let rc = unsafe { sys::cuMemFreeHost(addr as *mut c_void) };
+        check(rc, "cuMemFreeHost")
     }
 
     unsafe fn memcpy_sync(
@@ -316,24 +302,25 @@ impl DeviceRuntime for CudaRuntime {
             dst as usize as sys::CUdeviceptr,
             src as usize as sys::CUdeviceptr,
         );
-        // SAFETY (all arms): per the caller, the ranges are valid on the sides `kind` names,
-        // and a context is current.
-        match kind {
+        let rc = match kind {
             MemcpyKind::H2H => {
+                // SAFETY: per the caller, both ranges are valid host memory.
                 unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, nbytes) };
-                Ok(())
+                return Ok(());
             }
-            MemcpyKind::H2D => check(
-                unsafe { sys::cuMemcpyHtoD_v2(d, src, nbytes) },
-                "cuMemcpyHtoD",
-            ),
-            MemcpyKind::D2H => check(
-                unsafe { sys::cuMemcpyDtoH_v2(dst, s, nbytes) },
-                "cuMemcpyDtoH",
-            ),
+            // SAFETY: per the caller, dst is device memory and src host memory of nbytes bytes;
+            // a context is current (bind above). The same holds for the arms below.
+            MemcpyKind::H2D => unsafe { sys::cuMemcpyHtoD_v2(d, src, nbytes) },
+            // SAFETY: as above, with the sides swapped.
+            MemcpyKind::D2H => unsafe { sys::cuMemcpyDtoH_v2(dst, s, nbytes) },
             // cuMemcpy infers the devices from unified addresses, so peers work too.
-            MemcpyKind::D2D => check(unsafe { sys::cuMemcpy(d, s, nbytes) }, "cuMemcpy"),
-        }
+            // SAFETY: as above, both sides on devices.
+            MemcpyKind::D2D => unsafe { sys::cuMemcpy(d, s, nbytes) },
+        };
+        check(
+            rc,
+            ["", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpy"][kind as usize],
+        )
     }
 
     unsafe fn memcpy_async(
@@ -354,29 +341,32 @@ impl DeviceRuntime for CudaRuntime {
             src as usize as sys::CUdeviceptr,
             stream as sys::CUstream,
         );
-        // SAFETY (all arms): per the caller; the stream is NULL, ours, or the caller's.
-        match kind {
+        let rc = match kind {
             MemcpyKind::H2H => {
-                check(
-                    unsafe { sys::cuStreamSynchronize(st) },
-                    "cuStreamSynchronize",
-                )?;
+                // SAFETY: the stream is NULL, ours, or the caller's (vouched for).
+                let rc = unsafe { sys::cuStreamSynchronize(st) };
+                check(rc, "cuStreamSynchronize")?;
+                // SAFETY: per the caller, both ranges are valid host memory.
                 unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, nbytes) };
-                Ok(())
+                return Ok(());
             }
-            MemcpyKind::H2D => check(
-                unsafe { sys::cuMemcpyHtoDAsync_v2(d, src, nbytes, st) },
+            // SAFETY: per the caller, the ranges are valid on the sides `kind` names and stay
+            // valid until the stream reaches the copy; a context is current (bind above).
+            MemcpyKind::H2D => unsafe { sys::cuMemcpyHtoDAsync_v2(d, src, nbytes, st) },
+            // SAFETY: as above.
+            MemcpyKind::D2H => unsafe { sys::cuMemcpyDtoHAsync_v2(dst, s, nbytes, st) },
+            // SAFETY: as above.
+            MemcpyKind::D2D => unsafe { sys::cuMemcpyAsync(d, s, nbytes, st) },
+        };
+        check(
+            rc,
+            [
+                "",
                 "cuMemcpyHtoDAsync",
-            ),
-            MemcpyKind::D2H => check(
-                unsafe { sys::cuMemcpyDtoHAsync_v2(dst, s, nbytes, st) },
                 "cuMemcpyDtoHAsync",
-            ),
-            MemcpyKind::D2D => check(
-                unsafe { sys::cuMemcpyAsync(d, s, nbytes, st) },
                 "cuMemcpyAsync",
-            ),
-        }
+            ][kind as usize],
+        )
     }
 }
 

@@ -60,10 +60,10 @@ unsafe fn side<'a>(dl: *const DLTensor, what: &str) -> Result<Side<'a>> {
         )));
     }
     let n = t.ndim as usize;
-    // SAFETY: per the caller (checked non-NULL when n > 0).
     let shape: &'a [i64] = if n == 0 {
         &[]
     } else {
+        // SAFETY: per the caller (checked non-NULL above).
         unsafe { std::slice::from_raw_parts(t.shape, n) }
     };
     if let Some(&d) = shape.iter().find(|&&d| d < 0) {
@@ -120,7 +120,7 @@ unsafe fn host_copy(
             doff += (i * ds) as isize;
             soff += (i * ss) as isize;
         }
-        // SAFETY (this block): per the caller, each row's addresses are valid elements.
+        // SAFETY: per the caller, each row's addresses are valid elements.
         unsafe {
             let d = dst.offset(doff * elem_i);
             let s = src.offset(soff * elem_i);
@@ -205,6 +205,7 @@ pub unsafe fn copy_dl(dst: *const DLTensor, src: *const DLTensor) -> Result<()> 
     }
     let both_compact = dst.compact() && src.compact();
     let bits = dst.dtype.bits as usize * dst.dtype.lanes as usize;
+    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.80
     if bits % 8 != 0 && !both_compact {
         return Err(Error::value_error(format!(
             "strided copies of the sub-byte dtype {} are not supported",
