@@ -47,11 +47,19 @@ pub fn register_all() {
     });
 }
 
+#[cfg_attr(not(unix), allow(dead_code))]
 extern "C" fn init_at_load() {
     register_all();
 }
 
 /// Runs [`register_all`] when the shared library is loaded (before `dlopen` returns).
+#[cfg(all(unix, not(target_vendor = "apple")))]
 #[used]
 #[link_section = ".init_array"]
+static INIT_AT_LOAD: extern "C" fn() = init_at_load;
+
+/// Runs [`register_all`] when the shared library is loaded (Mach-O initialiser section).
+#[cfg(target_vendor = "apple")]
+#[used]
+#[link_section = "__DATA,__mod_init_func"]
 static INIT_AT_LOAD: extern "C" fn() = init_at_load;

@@ -158,24 +158,22 @@ unsafe fn host_copy(
 
 /// A host copy of a device side's strided span: the buffer and the element offset of the
 /// side's element 0 inside it.
-fn stage_down(side: &Side<'_>, elem: usize, read: bool) -> Result<(Vec<u8>, i64)> {
+fn stage_down(side: &Side<'_>, elem: usize) -> Result<(Vec<u8>, i64)> {
     let (lo, hi) = side.extent();
     let span = ((hi - lo + 1) as usize) * elem;
     let mut buf = vec![0u8; span];
-    if read {
-        let rt = resolve(side.device)?;
-        let start = side.base.wrapping_offset(lo as isize * elem as isize);
-        // SAFETY: the span of a valid device tensor, into a host buffer of the same size.
-        unsafe {
-            rt.memcpy_sync(
-                side.device.device_id,
-                buf.as_mut_ptr() as *mut c_void,
-                start as *const c_void,
-                span,
-                MemcpyKind::D2H,
-            )
-        }?;
-    }
+    let rt = resolve(side.device)?;
+    let start = side.base.wrapping_offset(lo as isize * elem as isize);
+    // SAFETY: the span of a valid device tensor, into a host buffer of the same size.
+    unsafe {
+        rt.memcpy_sync(
+            side.device.device_id,
+            buf.as_mut_ptr() as *mut c_void,
+            start as *const c_void,
+            span,
+            MemcpyKind::D2H,
+        )
+    }?;
     Ok((buf, -lo))
 }
 
@@ -184,6 +182,16 @@ fn stage_down(side: &Side<'_>, elem: usize, read: bool) -> Result<(Vec<u8>, i64)
 /// # Safety
 /// Both pointers must be live DLTensors describing valid memory.
 pub unsafe fn copy_dl(dst: *const DLTensor, src: *const DLTensor) -> Result<()> {
+    // SAFETY: per the caller.
+    unsafe { copy_impl(dst, src, false) }
+}
+
+/// [`copy_dl`]; `as_device` treats CPU sides as device memory, so tests can run the staged
+/// device paths on a machine without a GPU (the CPU runtime serves every copy kind).
+///
+/// # Safety
+/// As for [`copy_dl`].
+unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool) -> Result<()> {
     // SAFETY: per the caller.
     let (dst, src) = unsafe { (side(dst, "dst")?, side(src, "src")?) };
     if dst.dtype != src.dtype {
@@ -214,8 +222,8 @@ pub unsafe fn copy_dl(dst: *const DLTensor, src: *const DLTensor) -> Result<()> 
     }
     let elem = bits / 8;
     let (d_host, s_host) = (
-        dst.device.device_type == kDLCPU,
-        src.device.device_type == kDLCPU,
+        dst.device.device_type == kDLCPU && !as_device,
+        src.device.device_type == kDLCPU && !as_device,
     );
     // Check both devices exist before touching memory.
     resolve(dst.device)?;
@@ -255,7 +263,7 @@ pub unsafe fn copy_dl(dst: *const DLTensor, src: *const DLTensor) -> Result<()> 
     let src_stage = if s_host {
         None
     } else {
-        Some(stage_down(&src, elem, true)?)
+        Some(stage_down(&src, elem)?)
     };
     let (src_ptr, src_strides) = match &src_stage {
         None => (src.base as *const u8, src.strides.clone()),
@@ -301,7 +309,7 @@ pub unsafe fn copy_dl(dst: *const DLTensor, src: *const DLTensor) -> Result<()> 
         }
     } else {
         // The gaps between dst's elements must survive, so its whole span makes the round trip.
-        let (mut buf, origin) = stage_down(&dst, elem, true)?;
+        let (mut buf, origin) = stage_down(&dst, elem)?;
         let (lo, _) = dst.extent();
         // SAFETY: the staged span covers every dst element; it goes back to where it came from.
         unsafe {
@@ -399,6 +407,85 @@ pub(crate) fn register() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `copy_impl` through the device paths (compact and staged) on CPU tensors.
+    fn staged(dst: &Tensor, src: &Tensor) {
+        // SAFETY: two live CPU tensors.
+        unsafe { copy_impl(&dst.dl_tensor, &src.dl_tensor, true) }.unwrap();
+    }
+
+    fn filled(shape: &[i64], start: i64) -> Tensor {
+        let t = empty(
+            shape,
+            DLDataType {
+                code: 0,
+                bits: 64,
+                lanes: 1,
+            },
+            DLDevice {
+                device_type: kDLCPU,
+                device_id: 0,
+            },
+        )
+        .unwrap();
+        let n = t.numel() as usize;
+        // SAFETY: a fresh contiguous tensor of n i64.
+        let data = unsafe { std::slice::from_raw_parts_mut(t.dl_tensor.data as *mut i64, n) };
+        for (i, x) in data.iter_mut().enumerate() {
+            *x = start + i as i64;
+        }
+        t
+    }
+
+    fn values(t: &Tensor) -> Vec<i64> {
+        let out = filled(t.shape(), 0);
+        // SAFETY: two live CPU tensors.
+        unsafe { copy_impl(&out.dl_tensor, &t.dl_tensor, false) }.unwrap();
+        // SAFETY: a contiguous tensor of numel i64.
+        unsafe {
+            std::slice::from_raw_parts(out.dl_tensor.data as *const i64, out.numel() as usize)
+        }
+        .to_vec()
+    }
+
+    #[test]
+    fn device_paths_compact_and_staged() {
+        use crate::tensor::{permute, slice};
+        let src = filled(&[3, 4, 5], 0);
+        // Compact both sides: one memcpy of the device kind.
+        let dst = filled(&[3, 4, 5], 100);
+        staged(&dst, &src);
+        assert_eq!(values(&dst), (0..60).collect::<Vec<_>>());
+        // Strided source staged down, compact destination sent up.
+        let p = permute(&src, &[2, 0, 1]).unwrap();
+        let dst = filled(&[5, 3, 4], 100);
+        staged(&dst, &p);
+        assert_eq!(values(&dst), values(&p));
+        // Strided destination: its span makes the round trip and the gaps survive.
+        let big = filled(&[5, 3, 8], 1000);
+        let window = slice(&big, 2, 2, 6).unwrap();
+        staged(&window, &p);
+        let all = values(&big);
+        let pv = values(&p);
+        for i in 0..5i64 {
+            for j in 0..3i64 {
+                for k in 0..8i64 {
+                    let flat = (i * 24 + j * 8 + k) as usize;
+                    let want = if (2..6).contains(&k) {
+                        pv[(i * 12 + j * 4 + k - 2) as usize]
+                    } else {
+                        1000 + flat as i64
+                    };
+                    assert_eq!(all[flat], want, "({i},{j},{k})");
+                }
+            }
+        }
+        // A window that starts mid-storage (byte offset) as the staged source.
+        let inner = slice(&big, 0, 1, 4).unwrap();
+        let dst = filled(&[3, 3, 8], 0);
+        staged(&dst, &inner);
+        assert_eq!(values(&dst), all[24..96].to_vec());
+    }
 
     #[test]
     fn host_copy_transposes() {
