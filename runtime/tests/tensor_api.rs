@@ -273,10 +273,8 @@ fn dlpack_allocator_is_the_default() {
     // SAFETY: as above.
     unsafe { *proto.shape = 5 };
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { anyffi_registry::capi::TVMFFIEnvTensorAlloc(&mut proto, &mut out) },
-        -1
-    );
+    let rc = unsafe { anyffi_registry::capi::TVMFFIEnvTensorAlloc(&mut proto, &mut out) };
+    assert_eq!(rc, -1);
     assert_eq!(anyffi::error::take_raised().unwrap().kind(), "ValueError");
 }
 
