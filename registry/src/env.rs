@@ -70,6 +70,17 @@ pub fn set_tensor_allocator(
     prev
 }
 
+/// Sets the process-wide allocator only if none is set (the runtime's default, installed at
+/// library load without touching any thread's own allocator); whether it was installed.
+pub fn set_default_tensor_allocator(a: DLPackManagedTensorAllocator) -> bool {
+    let mut global = GLOBAL_ALLOCATOR.lock();
+    if global.is_some() {
+        return false;
+    }
+    *global = a;
+    true
+}
+
 /// The thread-local allocator if set, else the process-wide one.
 pub fn tensor_allocator() -> DLPackManagedTensorAllocator {
     TLS_ALLOCATOR.with(|c| c.get()).or(*GLOBAL_ALLOCATOR.lock())
