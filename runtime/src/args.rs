@@ -115,48 +115,11 @@ pub fn dtype_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<DLDataType> {
     }
     if let Some(s) = v.as_str() {
         return anyffi::dtype::parse_dtype(s)
-            .ok()
-            .or_else(|| basic_dtype(s))
-            .ok_or_else(|| {
-                Error::value_error(format!("{func}: argument `{arg}`: unknown dtype \"{s}\""))
-            });
+            .map_err(|e| Error::value_error(format!("{func}: argument `{arg}`: {e}")));
     }
     Err(expected(func, arg, "DataType or dtype string", v))
 }
 
-/// The dtype names the LLM runtime uses, for as long as `anyffi::dtype::parse_dtype` does not
-/// know them (it is tried first, so the full grammar takes over once it lands).
-fn basic_dtype(s: &str) -> Option<DLDataType> {
-    let (code, bits) = match s {
-        "bool" => (kDLBool, 8),
-        "bfloat16" => (kDLBfloat, 16),
-        _ => {
-            let (code, rest) = if let Some(r) = s.strip_prefix("uint") {
-                (kDLUInt, r)
-            } else if let Some(r) = s.strip_prefix("int") {
-                (kDLInt, r)
-            } else if let Some(r) = s.strip_prefix("float") {
-                (kDLFloat, r)
-            } else {
-                return None;
-            };
-            let bits: u8 = rest.parse().ok()?;
-            let ok = match code {
-                kDLFloat => matches!(bits, 16 | 32 | 64),
-                _ => matches!(bits, 8 | 16 | 32 | 64),
-            };
-            if !ok {
-                return None;
-            }
-            (code, bits)
-        }
-    };
-    Some(DLDataType {
-        code,
-        bits,
-        lanes: 1,
-    })
-}
 
 /// `float32`-style name of a dtype for messages (`code:bits x lanes` for the unusual ones).
 pub fn dtype_name(t: DLDataType) -> String {
