@@ -216,7 +216,7 @@ mod tests {
             64
         );
         assert_eq!(
-            dtype_arg(&Any::from("float12").as_view(), "f", "d")
+            dtype_arg(&Any::from("flaot32").as_view(), "f", "d")
                 .unwrap_err()
                 .kind(),
             "ValueError"

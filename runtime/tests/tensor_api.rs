@@ -309,7 +309,7 @@ fn empty_bad_inputs() {
     );
     err(
         f,
-        &[sv, Any::from("float12").as_view(), dev],
+        &[sv, Any::from("flaot32").as_view(), dev],
         "ValueError",
         &[f, "`dtype`", "unknown dtype"],
     );

@@ -337,7 +337,7 @@ static void test_tensor_bad_inputs(void) {
   fails("runtime.slice", a, 4, "IndexError", "dim 3");
   a[0] = nshape; a[1] = dtype_(2, 32); a[2] = dev_(1, 0);
   fails("runtime.empty", a, 3, "ValueError", "negative");
-  a[0] = bshape; a[1] = str_("float12");
+  a[0] = bshape; a[1] = str_("flaot32");
   fails("runtime.empty", a, 3, "ValueError", "unknown dtype");
   a[1] = str_("float32"); a[2] = dev_(77, 0);
   fails("runtime.empty", a, 3, "ValueError", "unknown device type 77");
