@@ -4,13 +4,18 @@
 //! Rationale: header code in other libraries reads and mutates the cell inline, so the cell is
 //! the single source of truth: elements are `size` owned `TVMFFIAny`s at `data`, and `data` is
 //! released by calling the cell's own `data_deleter` (NULL when the elements live in place).
-//! Buffers we allocate come from `malloc` and are freed with `free`; the official List uses
-//! `::operator new`/`delete`, which are `malloc`/`free` in libstdc++, so buffers may move between
-//! the two implementations through the deleter slot without mismatch.
+//!
+//! The official List allocates its buffers with `::operator new` and frees them with
+//! `::operator delete`, and when it grows a list it keeps the list's old `data_deleter` for the
+//! new buffer. A buffer may therefore be allocated by one library and freed by the other's
+//! deleter, so ours use the process's own `operator new` / `operator delete` when a C++ runtime
+//! is loaded (found with `dlsym`, which also honours a program's replacement operators), and
+//! `malloc` / `free` otherwise (what libstdc++'s operators reduce to).
 
 use std::cell::UnsafeCell;
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::abi::{TVMFFIAny, TVMFFIObject, TVMFFISeqCell};
 use crate::any::Any;
@@ -23,13 +28,61 @@ pub struct SeqObj {
     cell: UnsafeCell<TVMFFISeqCell>,
 }
 
-/// `data_deleter` of element buffers allocated by this crate.
-pub(crate) unsafe extern "C" fn free_any_buffer(data: *mut c_void) {
-    // SAFETY: such buffers come from `alloc_any_buffer` (malloc); free(NULL) is a no-op.
-    unsafe { libc::free(data) };
+/// `::operator new(size_t)` / `::operator delete(void*)` of the process, once a C++ runtime is
+/// loaded (NULL until then; looked up again until found).
+static CXX_NEW: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+static CXX_DELETE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+// `C-unwind`: operator new reports exhaustion by throwing, which then aborts at our boundary.
+type CxxNew = unsafe extern "C-unwind" fn(usize) -> *mut c_void;
+type CxxDelete = unsafe extern "C" fn(*mut c_void);
+
+fn cxx_symbol(cache: &AtomicPtr<c_void>, name: &CStr) -> *mut c_void {
+    let p = cache.load(Ordering::Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    if !p.is_null() {
+        cache.store(p, Ordering::Release);
+    }
+    p
 }
 
-/// A `malloc`ed buffer for `n` values (NULL for `n == 0`).
+/// The C++ allocation pair, when both operators are available.
+fn cxx_operators() -> Option<(CxxNew, CxxDelete)> {
+    let new = cxx_symbol(&CXX_NEW, c"_Znwm");
+    let delete = cxx_symbol(&CXX_DELETE, c"_ZdlPv");
+    if new.is_null() || delete.is_null() {
+        return None;
+    }
+    // SAFETY: these are the Itanium-ABI names of `operator new(unsigned long)` and
+    // `operator delete(void*)`, whose calling convention is the C one on this platform.
+    unsafe {
+        Some((
+            std::mem::transmute::<*mut c_void, CxxNew>(new),
+            std::mem::transmute::<*mut c_void, CxxDelete>(delete),
+        ))
+    }
+}
+
+/// `data_deleter` of element buffers allocated by this crate (and of buffers the official List
+/// put in lists we created).
+pub(crate) unsafe extern "C" fn free_any_buffer(data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    match cxx_operators() {
+        // SAFETY: the buffer came from `operator new` (or from malloc before the C++ runtime was
+        // loaded; libstdc++'s `operator delete` is `free`).
+        Some((_, delete)) => unsafe { delete(data) },
+        // SAFETY: no C++ runtime is loaded, so the buffer came from `malloc`.
+        None => unsafe { libc::free(data) },
+    }
+}
+
+/// A buffer for `n` values (NULL for `n == 0`), released by `free_any_buffer`.
 pub(crate) fn alloc_any_buffer(n: usize) -> *mut TVMFFIAny {
     if n == 0 {
         return ptr::null_mut();
@@ -37,8 +90,13 @@ pub(crate) fn alloc_any_buffer(n: usize) -> *mut TVMFFIAny {
     let bytes = n
         .checked_mul(std::mem::size_of::<TVMFFIAny>())
         .expect("sequence capacity overflows usize");
-    // SAFETY: plain malloc; checked below.
-    let p = unsafe { libc::malloc(bytes) } as *mut TVMFFIAny;
+    let p = match cxx_operators() {
+        // SAFETY: operator new returns a suitably aligned block or throws (which aborts here,
+        // as any allocation failure does).
+        Some((new, _)) => unsafe { new(bytes) },
+        // SAFETY: plain malloc; checked below.
+        None => unsafe { libc::malloc(bytes) },
+    } as *mut TVMFFIAny;
     if p.is_null() {
         std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(bytes, 8).unwrap());
     }
