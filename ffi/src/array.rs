@@ -8,7 +8,10 @@
 use std::ops::Deref;
 use std::ptr;
 
-use crate::abi::{kTVMFFIArray, TVMFFIAny, TVMFFIObject, TVMFFISeqCell};
+use crate::abi::{
+    kTVMFFIArray, kTVMFFIByteArrayPtr, kTVMFFIObjectRValueRef, kTVMFFIRawStr,
+    kTVMFFIStaticObjectBegin, TVMFFIAny, TVMFFIObject, TVMFFISeqCell,
+};
 use crate::any::{Any, AnyView, FromAny};
 use crate::error::Result;
 use crate::function::IntoAny;
@@ -89,16 +92,23 @@ impl ObjectRef<ArrayObj> {
         };
         let (arr, tail) = make_object_with_extra(ArrayObj(SeqObj::new(header, cell)), bytes);
         let cell = arr.0.cell();
-        // SAFETY: `tail` has room for n values and belongs to the new array; size grows only
-        // after each slot is written, so a failure leaves a consistent array to drop.
-        unsafe {
-            (*cell).data = tail as *mut _;
-            let slots = tail as *mut Any;
-            for i in 0..n {
-                slots.add(i).write(fill(i)?);
-                (*cell).size += 1;
+        let slots = tail as *mut Any;
+        // SAFETY: `tail` has room for n values and belongs to the new array.
+        unsafe { (*cell).data = tail as *mut _ };
+        for i in 0..n {
+            match fill(i) {
+                // SAFETY: slot i is within the capacity and not yet written.
+                Ok(v) => unsafe { slots.add(i).write(v) },
+                Err(e) => {
+                    // SAFETY: exactly the i slots written so far are counted, so dropping the
+                    // half-built array releases them.
+                    unsafe { (*cell).size = i as i64 };
+                    return Err(e);
+                }
             }
         }
+        // SAFETY: every slot is written.
+        unsafe { (*cell).size = n as i64 };
         Ok(arr)
     }
 
@@ -111,7 +121,13 @@ impl ObjectRef<ArrayObj> {
 
     /// A new array of owned copies of borrowed values (raw strings become `ffi.String`).
     pub fn from_views(items: &[AnyView<'_>]) -> Result<Array> {
-        Array::build(items.len(), |i| items[i].to_owned())
+        // The common kinds (PODs and objects) are copied inline; raw strings, byte arrays and
+        // moved objects take the general conversion.
+        Array::build(items.len(), |i| match owned_fast(items[i].raw()) {
+            // SAFETY: `owned_fast` took the reference the new value owns.
+            Some(raw) => Ok(unsafe { Any::from_raw(raw) }),
+            None => items[i].to_owned(),
+        })
     }
 
     /// The empty array.
@@ -127,6 +143,22 @@ impl ObjectRef<ArrayObj> {
     /// Converts every element to `T`.
     pub fn to_vec_of<T: FromAny>(&self) -> Result<Vec<T>> {
         self.iter().map(|v| v.get::<T>()).collect()
+    }
+}
+
+/// An owned copy of a borrowed value when it needs no conversion (a POD, or an object that
+/// gains one reference); `None` for the kinds `AnyView::to_owned` converts.
+#[inline(always)]
+fn owned_fast(v: &TVMFFIAny) -> Option<TVMFFIAny> {
+    match v.type_index {
+        ti if ti >= kTVMFFIStaticObjectBegin => {
+            // SAFETY: a borrowed object value points at a live object; the copy owns the new
+            // reference.
+            unsafe { crate::object::inc_ref(v.value.v_obj) };
+            Some(*v)
+        }
+        kTVMFFIRawStr | kTVMFFIByteArrayPtr | kTVMFFIObjectRValueRef => None,
+        _ => Some(*v),
     }
 }
 

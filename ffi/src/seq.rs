@@ -160,7 +160,8 @@ impl SeqObj {
     }
 
     /// An owned copy of element `i`, or the official IndexError.
-    pub(crate) fn at(&self, i: i64) -> Result<Any> {
+    #[inline]
+    pub fn at(&self, i: i64) -> Result<Any> {
         let n = self.len() as i64;
         if i < 0 || i >= n {
             return Err(Error::index_error(format!("Index {i} out of bounds {n}")));
