@@ -18,7 +18,10 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
 
+#include <dlfcn.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -420,6 +423,35 @@ void TestSentinelsAndDevices() {
   CHECK(has_map);
 }
 
+// The official C++ testing library (its NEEDED libtvm_ffi.so is the one already loaded) checks
+// and returns library-made containers with its own inline header code.
+void TestOfficialTestingLibrary() {
+  const char* path = std::getenv("TVM_FFI_TESTING_LIB");
+  if (path == nullptr || dlopen(path, RTLD_NOW | RTLD_LOCAL) == nullptr) {
+    std::printf("skip: TVM_FFI_TESTING_LIB not set or not loadable\n");
+    return;
+  }
+  Map<String, int64_t> m = LibMap(9);
+  Any same = G("testing.schema_id_map_str_int")(m);
+  CHECK(same.cast<ObjectRef>().same_as(m));
+  Any bad = G("ffi.Map")(String("a"), String("x"));
+  std::string msg = ExpectError("TypeError", G("testing.schema_id_map_str_int"), bad);
+  CHECK(msg.find("some value is") != std::string::npos);
+  Dict<String, int64_t> d = LibDict(3);
+  CHECK(G("testing.schema_id_dict_str_int")(d).cast<ObjectRef>().same_as(d));
+  Any a = G("ffi.Array")(1, 2, 3);
+  CHECK(G("testing.schema_id_arr_int")(a).cast<ObjectRef>().same_as(a.cast<ObjectRef>()));
+  Any l = G("ffi.List")(1, 2, 3);
+  CHECK(G("testing.schema_id_list_int")(l).cast<ObjectRef>().same_as(l.cast<ObjectRef>()));
+  // An Array where a List<int> is declared is converted by the testing library's header code.
+  CHECK_EQ(G("testing.schema_id_list_int")(a).type_index(), int32_t(TypeIndex::kTVMFFIList));
+  Map<String, Array<int64_t>> nested =
+      G("testing.schema_arr_map_opt")(Array<Optional<int64_t>>{1, std::nullopt},
+                                      G("ffi.Map")(String("k"), Array<int64_t>{4, 5}), nullptr)
+          .cast<Map<String, Array<int64_t>>>();
+  CHECK_EQ(nested.at(String("k"))[1], int64_t(5));
+}
+
 }  // namespace
 
 int main() {
@@ -430,6 +462,7 @@ int main() {
   Run("Array and List, both ways", TestArraysAndLists);
   Run("no leaked references", TestNoLeaks);
   Run("sentinels, devices, type keys", TestSentinelsAndDevices);
+  Run("official testing library on these containers", TestOfficialTestingLibrary);
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

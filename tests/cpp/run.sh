@@ -3,7 +3,9 @@
 # libtvm_ffi.so in LIBDIR (ours: target/release; the official one: the wheel's lib/).
 #
 # Usage: tests/cpp/run.sh LIBDIR [TEST...]      e.g.  tests/cpp/run.sh target/release
-# Env:   WHEEL (default: <repo>/.cache/wheel/unpacked/tvm_ffi), CXX (default: g++)
+# Env:   WHEEL (default: <repo>/.cache/wheel/unpacked/tvm_ffi), CXX (default: g++),
+#        TVM_FFI_TESTING_LIB (default: the wheel's libtvm_ffi_testing.so, loaded by tests that
+#        let the official C++ testing library check our containers)
 # Prints each test's report and ends with "N passed, N failed" over all tests; exits non-zero
 # on any failure.
 set -euo pipefail
@@ -38,10 +40,11 @@ for t in "${tests[@]}"; do
   # Link against the library under test; header code needs only its C symbols (spec §1.3).
   "$cxx" -std=c++17 -O1 -g -Wall -Wno-unused-function \
     -I"$wheel/include" -I"$wheel/include/dlpack" \
-    "$src" -o "$build/$t" -L"$libdir" -ltvm_ffi
+    "$src" -o "$build/$t" -L"$libdir" -ltvm_ffi -ldl
   echo "== $t against $libdir/libtvm_ffi.so"
   set +e
-  out="$(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$build/$t" 2>&1)"
+  out="$(TVM_FFI_TESTING_LIB="${TVM_FFI_TESTING_LIB:-$wheel/lib/libtvm_ffi_testing.so}" \
+    LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$build/$t" 2>&1)"
   rc=$?
   set -e
   echo "$out"
