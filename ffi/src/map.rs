@@ -76,11 +76,6 @@ macro_rules! map_kind {
                 (m.is_small(), m.num_slots())
             }
 
-            /// The raw storage pointer, for layout probes.
-            pub fn raw(&self) -> RawMap {
-                self.raw_map()
-            }
-
             /// Whether `key` is present.
             pub fn contains_key(&self, key: AnyView<'_>) -> Result<bool> {
                 Ok(self.raw_map().find(key.raw())?.is_some())

@@ -79,7 +79,7 @@ fn probe_map(n: i64) -> Map {
 }
 
 fn raw(m: &Map) -> RawMap {
-    m.raw()
+    m.raw_map()
 }
 
 fn keys(m: &Map) -> Vec<String> {
@@ -120,7 +120,7 @@ fn small_layout_and_growth() {
         (false, 8),
         "a fifth entry turns the map dense with 8 slots"
     );
-    assert_eq!(m.raw().dense_fields().0, 61);
+    assert_eq!(m.raw_map().dense_fields().0, 61);
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn small_dict_growth_adopts_the_new_pairs() {
         d.insert(Any::from(k), Any::from(v)).unwrap();
     }
     d.remove(Any::from("x").as_view()).unwrap();
-    let r = d.raw();
+    let r = d.raw_map();
     // SAFETY: reading the base words of a live dict.
     unsafe {
         let base = r.as_ptr() as *const u8;
