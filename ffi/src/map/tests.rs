@@ -1,7 +1,8 @@
 //! Layout and behaviour tests of `ffi.Map` / `ffi.Dict`. The expected layouts were produced by
 //! the official library 0.1.15.post2 (maps built through its `ffi.Map` / `ffi.Dict` /
 //! `ffi.DictSetItem` / `ffi.DictErase` globals and read back byte by byte with a ctypes probe), so
-//! these tests pin slot placement, chains, iteration links and growth bit for bit.
+//! these tests pin slot placement, chains, iteration links and growth bit for bit. The probe is
+//! `tests/probe/map_layout.py` (run it on both libraries and diff the JSON).
 
 use super::*;
 use crate::abi::*;

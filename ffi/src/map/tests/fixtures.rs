@@ -1,5 +1,5 @@
-//! Map layouts produced by the official library 0.1.15.post2 (written by the ctypes probe
-//! described in `tests.rs`).
+//! Map layouts produced by the official library 0.1.15.post2 (written from the
+//! output of `tests/probe/map_layout.py`).
 
 use super::Dense;
 
