@@ -120,7 +120,6 @@ pub fn dtype_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<DLDataType> {
     Err(expected(func, arg, "DataType or dtype string", v))
 }
 
-
 /// `float32`-style name of a dtype for messages (`code:bits x lanes` for the unusual ones).
 pub fn dtype_name(t: DLDataType) -> String {
     let base = match t.code {
