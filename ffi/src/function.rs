@@ -33,6 +33,12 @@ enum Imp {
     },
     /// `cell.safe_call` is the caller's own function, called with the function handle.
     Direct,
+    /// An exported symbol of a loaded library, called with a NULL handle; `keep` (the module)
+    /// keeps the library loaded.
+    Symbol {
+        call: TVMFFISafeCallType,
+        _keep: ObjectRef<crate::object::Object>,
+    },
 }
 
 /// Payload of `ffi.Function`.
@@ -141,6 +147,27 @@ unsafe extern "C" fn foreign_trampoline(
     unsafe { call(self_, args, num_args, result) }
 }
 
+unsafe extern "C" fn symbol_trampoline(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> c_int {
+    // SAFETY: installed only in FunctionObj values of kind Symbol.
+    let obj = unsafe { &*(handle as *const FunctionObj) };
+    let Imp::Symbol {
+        call: Some(call), ..
+    } = obj.imp
+    else {
+        set_raised(Error::internal(
+            "ffi.Function: library symbol without an address",
+        ));
+        return -1;
+    };
+    // SAFETY: exported library functions are called with a NULL self, as the official loader does.
+    unsafe { call(ptr::null_mut(), args, num_args, result) }
+}
+
 /// Owning handle to an `ffi.Function`.
 pub type Function = ObjectRef<FunctionObj>;
 
@@ -200,6 +227,22 @@ impl ObjectRef<FunctionObj> {
             },
             imp,
         }))
+    }
+
+    /// A function over an exported `__tvm_ffi_<name>` symbol, called with a NULL handle; `keep`
+    /// (the module that loaded it) stays alive as long as the function.
+    pub fn from_symbol(
+        call: TVMFFISafeCallType,
+        keep: ObjectRef<crate::object::Object>,
+    ) -> Function {
+        make_object(FunctionObj {
+            header: TVMFFIObject::new::<FunctionObj>(),
+            cell: TVMFFIFunctionCell {
+                safe_call: Some(symbol_trampoline),
+                cpp_call: ptr::null_mut(),
+            },
+            imp: Imp::Symbol { call, _keep: keep },
+        })
     }
 
     /// Calls with borrowed arguments; the result is owned.

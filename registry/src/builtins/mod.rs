@@ -2,6 +2,7 @@
 
 mod basic;
 mod containers;
+mod module;
 mod registry;
 mod testing;
 
@@ -12,5 +13,6 @@ pub fn register_all(r: &mut Registrar<'_>) {
     registry::register(r);
     basic::register(r);
     containers::register(r);
+    module::register(r);
     testing::register(r);
 }
