@@ -387,7 +387,7 @@ pub fn signature(name: &str, params: &[&str], ret: &str) -> String {
 #[cold]
 fn arg_count_error(name: &str, params: &[&str], ret: &str, got: usize) -> Error {
     Error::type_error(format!(
-        "Mismatched number of arguments when calling: `{}`. Expected {} but got {}",
+        "Mismatched number of arguments when calling: `{}`. Expected {} but got {} arguments",
         signature(name, params, ret),
         params.len(),
         got
@@ -404,13 +404,25 @@ fn arg_type_error(name: &str, params: &[&str], ret: &str, i: usize, got: &AnyVie
     ))
 }
 
+/// The name a signature shows for a schema type name, as the official signatures spell them.
+fn type_str(schema_name: &str) -> &str {
+    match schema_name {
+        "ffi.String" => "str",
+        "ffi.Bytes" => "bytes",
+        other => other,
+    }
+}
+
 fn return_type_name(schema: &str) -> String {
-    // The schema is `{"type":"X"...}`; the name is X.
-    schema
+    // The schema is `{"type":"X"...}`; the name is X (None returns print as `void`).
+    let name = schema
         .strip_prefix("{\"type\":\"")
         .and_then(|s| s.split('"').next())
-        .unwrap_or("Any")
-        .to_string()
+        .unwrap_or("Any");
+    match name {
+        "None" => "void".to_string(),
+        n => type_str(n).to_string(),
+    }
 }
 
 macro_rules! typed_fn {
@@ -438,7 +450,7 @@ macro_rules! typed_fn {
                 self($($a),*).into_result()
             }
             fn param_names() -> Vec<&'static str> {
-                vec![$($a::TYPE_NAME),*]
+                vec![$(type_str($a::TYPE_NAME)),*]
             }
             fn type_schema() -> String {
                 let params: Vec<String> = vec![$($a::schema()),*];
