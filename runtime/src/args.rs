@@ -99,13 +99,28 @@ pub fn ptr_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<*mut c_void> {
         .ok_or_else(|| expected(func, arg, "void* (opaque pointer)", v))
 }
 
-/// A shape or permutation: an `ffi.Shape` now; `ffi.Array` of ints joins here once containers
-/// exist (one more arm).
+/// A shape or permutation: an `ffi.Shape`, or an `ffi.Array` of ints.
 pub fn dims_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<Vec<i64>> {
     if let Some(s) = v.as_object_of::<anyffi::ShapeObj>() {
         return Ok(s.as_slice().to_vec());
     }
-    Err(expected(func, arg, "ffi.Shape", v))
+    if let Some(a) = v.as_object_of::<anyffi::array::ArrayObj>() {
+        return a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x.as_i64()
+                    .filter(|_| x.type_index() == anyffi::abi::kTVMFFIInt)
+                    .ok_or_else(|| {
+                        Error::type_error(format!(
+                        "{func}: argument `{arg}`: element {i} of the Array must be an int, got {}",
+                        x.type_key()
+                    ))
+                    })
+            })
+            .collect();
+    }
+    Err(expected(func, arg, "ffi.Shape or an Array of ints", v))
 }
 
 /// A `DataType` value or a dtype string (`"float32"`, `"bfloat16"`, ...).

@@ -524,3 +524,26 @@ fn copy_bad_inputs() {
         &["runtime.contiguous", "`t`"],
     );
 }
+
+#[test]
+fn shapes_as_arrays_of_ints() {
+    use anyffi::array::Array;
+    let t = arange_i64(&[3, 4, 5]);
+    let dims = Array::from_vec(vec![Any::from(4i64), Any::from(15i64)]);
+    let v = ok("runtime.view", &[(&t).into(), AnyView::from(&dims)])
+        .get::<Tensor>()
+        .unwrap();
+    assert_eq!(v.shape(), &[4, 15]);
+    let order = Array::from_vec(vec![Any::from(2i64), Any::from(0i64), Any::from(1i64)]);
+    let p = ok("runtime.permute", &[(&t).into(), AnyView::from(&order)])
+        .get::<Tensor>()
+        .unwrap();
+    assert_eq!(p.shape(), &[5, 3, 4]);
+    let bad = Array::from_vec(vec![Any::from(4i64), Any::from(1.5f64)]);
+    err(
+        "runtime.view",
+        &[(&t).into(), AnyView::from(&bad)],
+        "TypeError",
+        &["`shape`", "element 1", "float"],
+    );
+}
