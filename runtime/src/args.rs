@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(e.kind(), "TypeError");
         assert_eq!(
             e.message(),
-            "runtime.view: argument `shape` expected ffi.Shape, got ffi.String"
+            "runtime.view: argument `shape` expected ffi.Shape or an Array of ints, got ffi.String"
         );
         let shape = Shape::new(&[2, 3]);
         assert_eq!(
