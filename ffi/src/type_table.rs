@@ -68,6 +68,9 @@ impl TypeEntry {
 struct Column {
     col: TVMFFITypeAttrColumn,
     values: Vec<TVMFFIAny>,
+    /// Buffers replaced by growth: readers may still hold `col.data` (reads take no lock), so
+    /// they are kept, never freed.
+    retired: Vec<Vec<TVMFFIAny>>,
 }
 
 struct Writer {
@@ -429,6 +432,7 @@ impl Table {
                     begin_index: 0,
                 },
                 values: Vec::new(),
+                retired: Vec::new(),
             }))
         })
     }
@@ -626,11 +630,12 @@ impl Table {
         // SAFETY: the caller passes a valid view; we keep an owned copy.
         let owned = unsafe { Any::copy_from_raw_view(value) }?.into_raw();
         if i >= col.values.len() {
-            // The old buffer is leaked, not freed: readers may still hold `col.data` (no lock on reads).
+            // The old buffer is retired, not freed: readers may still hold `col.data`.
             let mut grown = Vec::with_capacity((i + 1).max(col.values.len() * 2).max(16));
             grown.extend_from_slice(&col.values);
             grown.resize(i + 1, TVMFFIAny::NONE);
-            std::mem::forget(std::mem::replace(&mut col.values, grown));
+            let old = std::mem::replace(&mut col.values, grown);
+            col.retired.push(old);
         }
         col.values[i] = owned;
         col.col.data = col.values.as_ptr();
