@@ -362,15 +362,21 @@ impl<'a> AnyView<'a> {
     /// A data type value.
     #[inline]
     pub fn as_dtype(&self) -> Option<DLDataType> {
+        if self.raw.type_index != kTVMFFIDataType {
+            return None;
+        }
         // SAFETY: DataType stores v_dtype.
-        (self.raw.type_index == kTVMFFIDataType).then(|| unsafe { self.raw.value.v_dtype })
+        Some(unsafe { self.raw.value.v_dtype })
     }
 
     /// A device value.
     #[inline]
     pub fn as_device(&self) -> Option<DLDevice> {
+        if self.raw.type_index != kTVMFFIDevice {
+            return None;
+        }
         // SAFETY: Device stores v_device.
-        (self.raw.type_index == kTVMFFIDevice).then(|| unsafe { self.raw.value.v_device })
+        Some(unsafe { self.raw.value.v_device })
     }
 
     /// An opaque pointer (OpaquePtr, or NULL for None).

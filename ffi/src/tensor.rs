@@ -411,8 +411,8 @@ impl AnyView<'_> {
     #[inline]
     pub fn as_dltensor_ptr(&self) -> Option<*mut DLTensor> {
         match self.type_index() {
-            // SAFETY: DLTensorPtr stores v_ptr.
             kTVMFFIDLTensorPtr => {
+                // SAFETY: DLTensorPtr stores v_ptr.
                 let p = unsafe { self.raw().value.v_ptr } as *mut DLTensor;
                 (!p.is_null()).then_some(p)
             }

@@ -1,5 +1,7 @@
 //! The exported C symbols of the global function table and the environment (`c_api.h`
 //! "Function registry", `c_env_api.h`). Thin shells over `global` and `env`.
+// The `# Safety` contract of every exported function is the C one in its doc comment.
+#![allow(clippy::missing_safety_doc)]
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::NonNull;

@@ -28,8 +28,9 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaised(error: *mut c_void) {
         return;
     };
     // SAFETY: the caller passes a live object.
-    if unsafe { p.as_ref().type_index } != kTVMFFIError {
-        let got = crate::type_table::type_key_of(unsafe { p.as_ref().type_index });
+    let type_index = unsafe { p.as_ref().type_index };
+    if type_index != kTVMFFIError {
+        let got = crate::type_table::type_key_of(type_index);
         set_raised(Error::type_error(format!(
             "TVMFFIErrorSetRaised: expected an ffi.Error, got {got}"
         )));
@@ -97,6 +98,7 @@ unsafe fn create(
         if p.is_null() {
             &[][..]
         } else {
+            // SAFETY: a non-NULL byte array supplied by the caller.
             unsafe { bytes_of(&*p) }
         }
     };
