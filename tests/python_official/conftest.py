@@ -77,6 +77,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """When `import tvm_ffi` failed, every other module would fail to import too, each with a
+    misleading secondary error (a half-initialised package); run only the identity checks, whose
+    test_import_succeeded reports the original traceback."""
+    if IMPORT_ERROR is not None and collection_path.suffix == ".py":
+        return collection_path.name not in ("test_library_identity.py", "conftest.py")
+    return None
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     problem = library_identity_problem()
     if problem is not None:
