@@ -32,6 +32,7 @@ def main(out: str) -> int:
             "tvm_ffi": tvm_ffi.__version__,
             "library": "official libtvm_ffi.so from the apache-tvm-ffi wheel",
         },
+        "surface": conftest.library_surface(),
         "cases": {},
     }
     for case in golden_cases.build_cases():
@@ -42,7 +43,10 @@ def main(out: str) -> int:
             return 1
         golden["cases"][case.id] = first
     Path(out).write_text(json.dumps(golden, indent=1, ensure_ascii=False, sort_keys=False) + "\n")
-    print(f"record_golden.py: wrote {len(golden['cases'])} cases to {out}")
+    print(
+        f"record_golden.py: wrote {len(golden['cases'])} cases, {len(golden['surface']['global_functions'])} "
+        f"global functions and {len(golden['surface']['types'])} types to {out}"
+    )
     return 0
 
 

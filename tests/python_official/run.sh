@@ -4,6 +4,10 @@
 #
 #   tests/python_official/run.sh LIBDIR [pytest args...]
 #   tests/python_official/run.sh --record-golden     (rewrites golden.json; official library only)
+#   tests/python_official/run.sh --stub-missing LIBDIR [pytest args...]
+#       diagnostic only: global functions and types the official library has and LIBDIR lacks are
+#       stubbed (calls raise RuntimeError) so `import tvm_ffi` gets through and the rest of the
+#       suite can report what else fails (diagnostic_stubs.py); never a verdict
 #
 # LIBDIR is a directory holding libtvm_ffi.so. The official one is
 # .cache/wheel/unpacked/tvm_ffi/lib (run it first: the suite must pass there, which proves the
@@ -22,7 +26,11 @@ wheel_pkg="$root/.cache/wheel/unpacked/tvm_ffi"
 venv="$root/.cache/venv-pyofficial"
 
 record=0
-if [[ "${1:-}" == "--record-golden" ]]; then
+stub=0
+if [[ "${1:-}" == "--stub-missing" ]]; then
+  stub=1
+  shift
+elif [[ "${1:-}" == "--record-golden" ]]; then
   record=1
   set -- "$wheel_pkg/lib"
 fi
@@ -33,9 +41,14 @@ shift
 [[ -d "$wheel_pkg" ]] || "$root/scripts/fetch-official.sh"
 
 # --- the virtual environment ------------------------------------------------------------
+# the wheel's core.so is built for CPython 3.11
+py=python3
+command -v python3.11 >/dev/null && py=python3.11
 if ! "$venv/bin/python" -c "import numpy, pytest, typing_extensions, ml_dtypes" 2>/dev/null; then
+  "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' ||
+    { echo "run.sh: needs Python 3.11 (the wheel is cp311); $py is $("$py" --version)" >&2; exit 2; }
   echo "run.sh: creating $venv"
-  python3 -m venv "$venv"
+  "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check numpy pytest typing_extensions ml_dtypes
 fi
 if "$venv/bin/python" -c "import importlib.metadata as m; m.distribution('apache-tvm-ffi')" 2>/dev/null; then
@@ -69,7 +82,12 @@ export TVMFFI_UNDER_TEST_LIB="$expected"
 export TVMFFI_UNDER_TEST_NAME="$name"
 export TVMFFI_OFFICIAL_INCLUDE="$wheel_pkg/include"
 export TVMFFI_OFFICIAL_LIBDIR="$official_lib"
-unset LD_LIBRARY_PATH LD_PRELOAD
+unset LD_LIBRARY_PATH LD_PRELOAD TVMFFI_DIAGNOSTIC_STUBS
+if [[ $stub -eq 1 ]]; then
+  [[ "$name" != official ]] || { echo "$0: --stub-missing is for libraries other than the official one" >&2; exit 2; }
+  export TVMFFI_DIAGNOSTIC_STUBS=1
+  echo "run.sh: DIAGNOSTIC MODE: missing global functions and types are stubbed; not a verdict"
+fi
 
 if [[ $record -eq 1 ]]; then
   exec "$venv/bin/python" "$here/record_golden.py" "$here/golden.json"
