@@ -1,0 +1,114 @@
+"""Module loading: a tiny C++ library built against the package's headers, loaded with
+`tvm_ffi.load_module`; its exports called with every kind; errors (missing function, missing
+file, broken library) are Python exceptions, not crashes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm_ffi
+from tvm_ffi.testing import _ffi_api as T
+
+
+@pytest.fixture(scope="module")
+def mod(tiny_module_path):
+    return tvm_ffi.load_module(str(tiny_module_path))
+
+
+def test_module_kind_and_repr(mod) -> None:
+    assert isinstance(mod, tvm_ffi.Module)
+    assert mod.kind == "library"
+    assert repr(mod) == "ffi.Module(imports_=())"
+    assert list(mod.imports) == []
+
+
+def test_call_exports(mod) -> None:
+    assert mod.add_one(41) == 42
+    assert mod["add_one"](1) == 2
+    assert mod.get_function("add_one")(2) == 3
+    assert mod.concat("ab", "cd" * 20) == "ab" + "cd" * 20
+    assert mod.map_sum({f"k{i}": i for i in range(10)}) == 45
+    assert mod.map_sum({"a": 1, "b": 2}) == 3
+    r = mod.make_range(5)
+    assert isinstance(r, tvm_ffi.Array) and list(r) == [0, 1, 2, 3, 4]
+
+
+def test_zero_copy_tensor_argument(mod) -> None:
+    x = np.ones(4, dtype="float32")
+    mod.double_inplace(x)
+    assert x.tolist() == [2.0, 2.0, 2.0, 2.0]
+    with pytest.raises(TypeError, match="expected float32"):
+        mod.double_inplace(np.ones(2))
+
+
+def test_errors_and_callbacks(mod) -> None:
+    with pytest.raises(ValueError, match="bad thing"):
+        mod.raise_value_error("bad thing")
+    assert mod.call_twice(lambda v: v * 3, 2) == 18
+
+    def bad(v):
+        raise KeyError("from callback")
+
+    with pytest.raises(KeyError):
+        mod.call_twice(bad, 1)
+    with pytest.raises(TypeError):
+        mod.add_one("x")
+
+
+def test_module_function_through_apply(mod) -> None:
+    assert T.apply(mod.add_one, 5) == 6
+
+
+def test_missing_function(mod) -> None:
+    with pytest.raises(AttributeError, match="Module has no function 'no_such_function'"):
+        mod.no_such_function
+    with pytest.raises(AttributeError):
+        mod.get_function("no_such_function")
+    assert mod.implements_function("add_one") is True
+    assert mod.implements_function("no_such_function") is False
+
+
+def test_metadata_and_doc(mod) -> None:
+    md = mod.get_function_metadata("add_one")
+    assert md == {
+        "type_schema": '{"type":"ffi.Function","named_args":{"return":[{"type":"int"}],"params":[{"type":"int"}]}}'
+    }
+    assert mod.get_function_metadata("no_such_function") is None
+    assert mod.get_function_doc("add_with_doc") == "Add two integers."
+    assert mod.get_function_doc("add_one") is None
+
+
+def test_property_mask(mod) -> None:
+    assert mod.get_property_mask() == 3
+    assert mod.is_binary_serializable() and mod.is_runnable()
+    assert list(mod.get_write_formats()) == []
+
+
+def test_load_missing_file_is_an_error(tmp_path) -> None:
+    with pytest.raises(RuntimeError, match="cannot open shared object file"):
+        tvm_ffi.load_module(str(tmp_path / "does_not_exist.so"))
+
+
+def test_load_unknown_extension_is_an_error(tmp_path) -> None:
+    p = tmp_path / "x.unknownext"
+    p.write_text("")
+    with pytest.raises(RuntimeError, match="Loader for `.unknownext` files is not registered"):
+        tvm_ffi.load_module(str(p))
+
+
+def test_load_library_with_unresolved_symbol_is_an_error(broken_module_path) -> None:
+    with pytest.raises(RuntimeError, match="undefined symbol"):
+        tvm_ffi.load_module(str(broken_module_path))
+
+
+def test_system_lib() -> None:
+    lib = tvm_ffi.system_lib()
+    assert isinstance(lib, tvm_ffi.Module)
+    assert lib.get_function("testing.add_one")(3) == 4
+    assert tvm_ffi.system_lib("testing.")["add_one"](4) == 5
+
+
+def test_load_same_module_twice(tiny_module_path) -> None:
+    a = tvm_ffi.load_module(str(tiny_module_path))
+    b = tvm_ffi.load_module(str(tiny_module_path))
+    assert a.add_one(1) == b.add_one(1) == 2

@@ -1,0 +1,144 @@
+"""Structural equality and hashing (ffi.StructuralEqual / StructuralHash /
+GetFirstStructuralMismatch / StructuralKey) on containers, testing objects and py_class types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm_ffi
+from tvm_ffi import Object, testing
+from tvm_ffi.dataclasses import field, py_class
+
+pytestmark = pytest.mark.issue4
+
+se = tvm_ffi.structural_equal
+sh = tvm_ffi.structural_hash
+
+
+@py_class("pyofficial.SVar", structural_eq="var")
+class SVar(Object):
+    name: str = field(structural_eq="ignore")
+
+
+@py_class("pyofficial.SNode", structural_eq="tree")
+class SNode(Object):
+    op: str
+    args: list
+    note: str = field(default="", structural_eq="ignore")
+
+
+@py_class("pyofficial.SBind", structural_eq="tree")
+class SBind(Object):
+    var: SVar = field(structural_eq="def")
+    body: Object
+
+
+VALUES = [
+    1,
+    -5,
+    2.5,
+    "abc",
+    "x" * 100,
+    b"bytes",
+    None,
+    True,
+    [1, 2, 3],
+    (1, (2, "x")),
+    {"a": 1, "b": [1.5, None]},
+    {f"k{i}": i for i in range(10)},
+    2**80,
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_equal_to_itself_and_to_a_copy(value) -> None:
+    a = tvm_ffi.convert(value)
+    b = tvm_ffi.convert(value)
+    assert se(a, b)
+    assert sh(a) == sh(b)
+
+
+def test_hash_values_are_stable() -> None:
+    # golden values from the official library
+    assert sh(1) == 2654435835
+    assert sh("abc") == 2660953131
+    assert sh([1, 2, 3]) == 17457834911281713904
+    assert sh({"a": 1, "b": [1, 2]}) == 6586561902961250772
+
+
+def test_inequalities() -> None:
+    assert not se([1, 2], [1, 3])
+    assert not se([1, 2], [1, 2, 3])
+    assert not se({"a": 1}, {"a": 2})
+    assert not se({"a": 1}, {"b": 1})
+    assert not se(1, 1.0)
+    assert not se("a", b"a")
+    assert sh([1, 2]) != sh([2, 1])
+
+
+def test_map_order_does_not_matter() -> None:
+    assert se({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert sh({"a": 1, "b": 2}) == sh({"b": 2, "a": 1})
+
+
+def test_first_mismatch_paths() -> None:
+    m = tvm_ffi.get_first_structural_mismatch
+    assert m([1, 2, 3], [1, 2, 3]) is None
+    r = m([1, 2, 3], [1, 2, 4])
+    assert repr(r) == "(<root>[2], <root>[2])"
+    assert repr(m({"a": 1}, {"a": 2})) == '(<root>["a"], <root>["a"])'
+    assert repr(m([1, 2], [1, 2, 3])) == "(<root>[<missing:2>], <root>[2])"
+
+
+def test_object_without_structural_kind_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="_type_s_eq_hash_kind is not set for type `testing.TestIntPair`"):
+        se(testing.TestIntPair(1, 2), testing.TestIntPair(1, 2))
+    with pytest.raises(TypeError, match="StructuralHash is not supported"):
+        sh(testing.TestObjectBase())
+
+
+def test_py_class_tree_nodes() -> None:
+    a = SNode("add", [1, 2], note="first")
+    b = SNode("add", [1, 2], note="second")
+    assert se(a, b)  # `note` is ignored
+    assert sh(a) == sh(b)
+    assert not se(a, SNode("add", [1, 3]))
+    mm = tvm_ffi.get_first_structural_mismatch(a, SNode("add", [1, 3]))
+    assert repr(mm) == "(<root>.args[1], <root>.args[1])"
+
+
+def test_free_vars() -> None:
+    x, y = SVar("x"), SVar("y")
+    assert se(x, x)
+    assert not se(x, y)
+    assert se(x, y, map_free_vars=True)
+    assert sh(x, map_free_vars=True) == sh(y, map_free_vars=True)
+
+
+def test_bound_vars_are_mapped() -> None:
+    x, y = SVar("x"), SVar("y")
+    f = SBind(x, SNode("neg", [x]))
+    g = SBind(y, SNode("neg", [y]))
+    assert se(f, g)
+    assert sh(f) == sh(g)
+    h = SBind(y, SNode("neg", [x]))
+    assert not se(f, h)
+
+
+def test_tensor_content() -> None:
+    a = tvm_ffi.from_dlpack(np.arange(4, dtype="float32"))
+    b = tvm_ffi.from_dlpack(np.arange(4, dtype="float32"))
+    c = tvm_ffi.from_dlpack(np.zeros(4, dtype="float32"))
+    assert se(a, b)
+    assert not se(a, c)
+    assert se(a, c, skip_tensor_content=True)
+    assert sh(a) == sh(b)
+
+
+def test_structural_key() -> None:
+    k1 = tvm_ffi.StructuralKey([1, 2, {"a": "b"}])
+    k2 = tvm_ffi.StructuralKey([1, 2, {"a": "b"}])
+    assert k1 == k2 and hash(k1) == hash(k2)
+    assert k1 != tvm_ffi.StructuralKey([1, 2])
+    d = {k1: "v"}
+    assert d[k2] == "v"
