@@ -305,7 +305,11 @@ fn empty_bad_inputs() {
         f,
         &[3i64.into(), dt, dev],
         "TypeError",
-        &[f, "`shape`", "expected ffi.Shape or an Array of ints, got int"],
+        &[
+            f,
+            "`shape`",
+            "expected ffi.Shape or an Array of ints, got int",
+        ],
     );
     err(
         f,
