@@ -1,0 +1,281 @@
+"""``anyffi.Function``: calling FFI functions, and Python callables as FFI functions.
+
+Calling (the hot path, see ``Function.__call__``): take a frame from the pool, write each argument
+as a borrowed view (ints and floats inline, the rest through ``_marshal.CONVERTERS``), call
+``TVMFFIFunctionCall`` with pre-built ``byref`` arguments (ctypes passes them without allocating),
+decode the owned result, release the temporaries, give the frame back. The GIL is released during
+the call; frames are never shared, so threads and re-entrant callbacks are safe.
+
+Callbacks: a Python callable becomes an ``ffi.Function`` through ``TVMFFIFunctionCreate`` with one
+shared ctypes trampoline; ``self`` is an odd key into ``_CALLBACKS``, which keeps the callable
+alive until the library runs the deleter. Callbacks run on the thread that called into the
+library. An exception in a callback becomes an ``ffi.Error`` of the same kind (``errors.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from typing import Any, Callable, Optional
+
+from . import _capi, _marshal, _mem
+from .errors import check_call, raise_from_raised, set_raised_from_python
+from .object import Object, register_object
+
+_Q, _q, _I, _D = _mem.Q, _mem.q, _mem.I, _mem.D
+_CONV = _marshal.CONVERTERS
+_convert_slow = _marshal.convert_slow
+_from_result = _marshal.from_result
+_POOL = _marshal.POOL
+_pop, _push = _POOL.pop, _POOL.append
+_new_frame = _marshal.new_frame
+_CAP = _marshal.FRAME_CAP
+_FunctionCall = _capi.TVMFFIFunctionCall
+_DecRef = _capi.TVMFFIObjectDecRef
+_byref, _c_char = ctypes.byref, ctypes.c_char
+
+
+def _call_ref(h: int):
+    """A ready ctypes argument whose pointer value is ``h`` (passed with no per-call allocation)."""
+    return _byref(_c_char.from_address(h))
+
+
+@register_object("ffi.Function", _capi.kFunction)
+class Function(Object):
+    """A callable FFI function: ``Function(pycallable)`` wraps a Python callable; functions from
+    the library come from :func:`get_global_func` or as results."""
+
+    __slots__ = ("_hb",)
+
+    def __init__(self, f: Callable):
+        if isinstance(f, Function):
+            h = f.handle
+            _capi.TVMFFIObjectIncRef(h)
+        elif callable(f):
+            h = make_function_handle(f)
+        else:
+            raise TypeError(f"anyffi.Function: expected a callable, got {type(f).__name__}")
+        self._h = h
+        self._hb = _call_ref(h)
+
+    @classmethod
+    def _from_owned(cls, h: int) -> "Function":
+        o = object.__new__(cls)
+        o._h = h
+        o._hb = _call_ref(h)
+        return o
+
+    def close(self) -> None:
+        self._hb = _CLOSED_REF
+        super().close()
+
+    def __call__(self, *args: Any) -> Any:
+        n = len(args)
+        if n <= _CAP:
+            try:
+                fr = _pop()
+            except IndexError:
+                fr = _new_frame()
+        else:
+            fr = _new_frame(n)
+        try:
+            ri = fr.ri
+            if n:
+                k = ri + 2
+                for a in args:
+                    t = type(a)
+                    if t is int:
+                        _Q[k] = 1
+                        try:
+                            _q[k + 1] = a
+                        except (ValueError, OverflowError):
+                            _marshal.conv_big_int(a, k, fr)
+                    elif t is float:
+                        _Q[k] = 3
+                        _D[k + 1] = a
+                    else:
+                        _CONV.get(t, _convert_slow)(a, k, fr)
+                    k += 2
+            _Q[ri] = 0
+            rc = _FunctionCall(self._hb, fr.ab, n, fr.rb)
+            if rc:
+                raise_from_raised(rc)
+            ti = _I[fr.rti]
+            if ti == 0:
+                return None
+            if ti == 1:
+                return _q[ri + 1]
+            return _from_result(fr)
+        finally:
+            if fr.keep or fr.owned:
+                fr.release()
+            if n <= _CAP:
+                _push(fr)
+
+    def __repr__(self) -> str:
+        return f"<anyffi.Function at 0x{self._h:x}>" if self._h else "<anyffi.Function (closed)>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Python callables as FFI functions
+# ---------------------------------------------------------------------------------------------
+
+_CALLBACKS: dict[int, Callable] = {}
+_keys = itertools.count(1)
+_from_view = _marshal.from_view
+_write_owned = _marshal.write_owned
+
+
+def _trampoline(key: int, args: int, n: int, result: int) -> int:
+    try:
+        f = _CALLBACKS[key]
+        if n:
+            i = (args >> 3) - 1
+            r = f(*[_from_view(i + 2 * j) for j in range(n)])
+        else:
+            r = f()
+        ri = (result >> 3) - 1
+        if r is None:
+            _Q[ri] = 0
+            _Q[ri + 1] = 0
+        else:
+            _write_owned(r, ri)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - everything crosses back as an FFI error
+        try:
+            set_raised_from_python(e)
+        except BaseException:  # noqa: BLE001
+            pass
+        return -1
+
+
+def _release(key: int) -> None:
+    _CALLBACKS.pop(key, None)
+
+
+_SAFE_CALL = _capi.SafeCall(_trampoline)
+_DELETER = _capi.SelfDeleter(_release)
+# The thunks must outlive every function object, even objects released during interpreter
+# shutdown after this module's globals are cleared: keep one extra reference forever.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object((_SAFE_CALL, _DELETER)))
+
+
+def make_function_handle(f: Callable) -> int:
+    """A new ``ffi.Function`` (new reference) that calls the Python callable ``f``."""
+    key = 2 * next(_keys) + 1
+    _CALLBACKS[key] = f
+    out = ctypes.c_void_p()
+    rc = _capi.TVMFFIFunctionCreate(key, _SAFE_CALL, _DELETER, ctypes.byref(out))
+    if rc:
+        _CALLBACKS.pop(key, None)
+        raise_from_raised(rc)
+    return out.value
+
+
+def _conv_callable(a, k, fr):
+    h = make_function_handle(a)
+    fr.owned.append(h)
+    _Q[k] = _capi.kFunction
+    _Q[k + 1] = h
+
+
+_marshal.CALLABLE_CONVERTER.append(_conv_callable)
+_marshal.CONVERTERS[type(_trampoline)] = _conv_callable  # plain Python functions
+_marshal.CONVERTERS[type(lambda: None)] = _conv_callable
+
+
+def _closed(*args):
+    raise ValueError("anyffi.Function: the function handle is closed")
+
+
+_CLOSED = Function(_closed)
+_CLOSED_REF = _CLOSED._hb
+
+
+# ---------------------------------------------------------------------------------------------
+# The global function registry
+# ---------------------------------------------------------------------------------------------
+
+
+def get_global_func(name: str, allow_missing: bool = False) -> Optional[Function]:
+    """The global function ``name``; ValueError when missing (None with ``allow_missing``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"get_global_func: name must be a str, got {type(name).__name__}")
+    b = name.encode()
+    out = ctypes.c_void_p()
+    check_call(_capi.TVMFFIFunctionGetGlobal(_capi.byte_array(b), ctypes.byref(out)))
+    if not out.value:
+        if allow_missing:
+            return None
+        raise ValueError(f"Cannot find global function `{name}`")
+    return Function._from_owned(out.value)
+
+
+def register_global_func(name: str, f: Optional[Callable] = None, override: bool = False):
+    """Registers ``f`` (a Python callable or a Function) as the global function ``name``.
+
+    Used as a decorator when ``f`` is omitted: ``@register_global_func("my.add")``. A name that
+    exists already is a RuntimeError unless ``override``. Returns ``f``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"register_global_func: name must be a str, got {type(name).__name__}")
+
+    def register(func: Callable) -> Callable:
+        fn = func if isinstance(func, Function) else Function(func)
+        b = name.encode()
+        check_call(_capi.TVMFFIFunctionSetGlobal(_capi.byte_array(b), fn.handle, 1 if override else 0))
+        return func
+
+    if f is None:
+        return register
+    return register(f)
+
+
+def list_global_func_names() -> list[str]:
+    """Names of every global function (through ``ffi.FunctionListGlobalNamesFunctor``)."""
+    names = get_global_func("ffi.FunctionListGlobalNamesFunctor")()
+    n = names(-1)
+    return [names(i) for i in range(n)]
+
+
+def remove_global_func(name: str) -> bool:
+    """Removes a global function (``ffi.FunctionRemoveGlobal``); whether it existed."""
+    return bool(get_global_func("ffi.FunctionRemoveGlobal")(name))
+
+
+class GlobalFunctions:
+    """Lazily looked-up global functions by name, cached (``ffi = GlobalFunctions("ffi")``;
+    ``ffi.Array(1, 2)``). A missing function is an AttributeError naming it."""
+
+    def __init__(self, prefix: str):
+        self._prefix = prefix
+        self._cache: dict[str, Function] = {}
+
+    def get(self, name: str) -> Optional[Function]:
+        f = self._cache.get(name)
+        if f is None:
+            f = get_global_func(f"{self._prefix}.{name}", allow_missing=True)
+            if f is not None:
+                self._cache[name] = f
+        return f
+
+    def require(self, name: str, what: str = "") -> Function:
+        f = self.get(name)
+        if f is None:
+            need = f" ({what})" if what else ""
+            raise NotImplementedError(
+                f"the global function `{self._prefix}.{name}`{need} is not registered in the loaded "
+                f"library {_capi.LIB_PATH}"
+            )
+        return f
+
+    def __getattr__(self, name: str) -> Function:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        f = self.get(name)
+        if f is None:
+            raise AttributeError(f"no global function `{self._prefix}.{name}` in {_capi.LIB_PATH}")
+        return f
+
+
+ffi_api = GlobalFunctions("ffi")
