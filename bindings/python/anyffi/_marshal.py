@@ -233,6 +233,7 @@ CONVERTERS: dict[type, Callable[[Any, int, Frame], None]] = {
     Device: conv_device,
     dtype: conv_dtype,
     ctypes.c_void_p: conv_void_p,
+    Object: conv_object,
 }
 
 # Hooks that later modules fill in: (predicate on the type, converter), tried in order by
@@ -250,14 +251,12 @@ def resolve_converter(t: type, sample: Any) -> Callable:
     """The converter for values of type ``t`` (``sample`` is one), found once and cached in
     CONVERTERS."""
     conv = None
-    for base in t.__mro__[1:]:
+    for base in t.__mro__[1:-1]:  # not `object`, whose converter (opaque) is the last resort
         c = CONVERTERS.get(base)
         if c is not None:
             # subclasses of int/float/str (IntEnum, numpy.float64, ...) convert as their base value
             conv = _conv_via(base) if base in (int, float, str) else c
             break
-    if conv is None and issubclass(t, Object):
-        conv = conv_object
     if conv is None:
         conv = next((c for pred, c in PROTOCOL_CONVERTERS if pred(t)), None)
     if conv is None and t.__module__ == "numpy" and hasattr(t, "item"):

@@ -190,3 +190,15 @@ def test_mixed_arguments_in_one_call(t):
 def test_unconvertible_result_kind(t):
     # a function object result is wrapped by its class
     assert isinstance(t.echo(t.nop), anyffi.Function)
+
+
+def test_opaque_fallback_does_not_shadow_object_subclasses(t):
+    t.nop(object())  # caches the opaque converter for `object`
+
+    class MyFunction(anyffi.Function):
+        __slots__ = ()
+
+    f = anyffi.Function(lambda: 7)
+    g = MyFunction._from_borrowed(f.handle)
+    r = t.echo(g)  # must travel as the object, not as an opaque Python object
+    assert isinstance(r, anyffi.Function) and r.same_as(f)
