@@ -44,7 +44,7 @@ class Frame:
     """Scratch memory for one call: the result Any, ``cap`` argument Anys and ``cap`` 16-byte
     scratch cells (byte-array structs for ``bytes`` views), plus the keep-alive lists."""
 
-    __slots__ = ("mem", "ri", "rti", "rb", "ab", "keep", "owned", "scratch")
+    __slots__ = ("mem", "ri", "rti", "rb", "ab", "keep", "owned", "scratch", "hot")
 
     def __init__(self, cap: int):
         self.mem = (_capi.TVMFFIAny * (1 + 2 * cap))()
@@ -56,6 +56,8 @@ class Frame:
         self.keep: list = []
         self.owned: list = []
         self.scratch = addr + 16 * (1 + cap)
+        # what the call path reads, in one tuple (one attribute load and an unpack per call)
+        self.hot = (self.ri, self.rti, self.ab, self.rb, self.keep, self.owned)
 
     def release(self) -> None:
         """Drops the temporaries of the last call."""
@@ -188,8 +190,8 @@ _opaque_keys = itertools.count(1)
 
 
 @_capi.SelfDeleter
-def _opaque_deleter(key: int) -> None:
-    OPAQUE.pop(key, None)
+def _opaque_deleter(key: int, _pop=OPAQUE.pop) -> None:
+    _pop(key, None)  # bound through a default: may run during interpreter shutdown
 
 
 def make_opaque(a: object) -> int:
@@ -388,7 +390,15 @@ def from_result(fr: Frame) -> Any:
     consumed into an owning Tensor instead, sharing the producer's memory.
     """
     i = fr.ri
-    if I[2 * i] == _capi.kDLTensorPtr and fr.keep:
+    ti = I[2 * i]
+    if ti >= 64:
+        # The slot must hold a value below 64 before the next call with this frame (callees
+        # treat it as an owned Any); PODs and inline values may stay, objects may not.
+        try:
+            return from_owned(i)
+        finally:
+            Q[i] = 0
+    if ti == 7 and fr.keep:
         ptr = Q[i + 1]
         for cap in fr.keep:
             if type(cap).__name__ == "PyCapsule" and CAPSULE_TENSOR[0](cap) == ptr:

@@ -29,6 +29,7 @@ _from_result = _marshal.from_result
 _POOL = _marshal.POOL
 _pop, _push = _POOL.pop, _POOL.append
 _new_frame = _marshal.new_frame
+_conv_big_int = _marshal.conv_big_int
 _CAP = _marshal.FRAME_CAP
 _FunctionCall = _capi.TVMFFIFunctionCall
 _DecRef = _capi.TVMFFIObjectDecRef
@@ -70,17 +71,18 @@ class Function(Object):
         super().close()
 
     def __call__(self, *args: Any) -> Any:
-        n = len(args)
-        if n <= _CAP:
-            try:
-                fr = _pop()
-            except IndexError:
-                fr = _new_frame()
-        else:
-            fr = _new_frame(n)
+        # The hot path; see the module docstring and bench/python/PERF.md before changing it.
+        # Literal type indices: 1 Int, 3 Float, 7 DLTensorPtr, 11 SmallStr.
         try:
-            ri = fr.ri
+            fr = _pop()
+        except IndexError:
+            fr = _new_frame()
+        ri, rti, ab, rb, keep, owned = fr.hot
+        n = len(args)
+        try:
             if n:
+                if n > _CAP:
+                    return _call_many(self, args)
                 k = ri + 2
                 for a in args:
                     t = type(a)
@@ -88,32 +90,64 @@ class Function(Object):
                         _Q[k] = 1
                         try:
                             _q[k + 1] = a
-                        except (ValueError, OverflowError):
-                            _marshal.conv_big_int(a, k, fr)
+                        except ValueError:
+                            _conv_big_int(a, k, fr)
                     elif t is float:
                         _Q[k] = 3
                         _D[k + 1] = a
+                    elif t is _ndarray:
+                        try:
+                            cap = a.__dlpack__()
+                            c = id(cap) >> 3
+                            if _Q[c + 2] not in _LEGACY_NAMES:  # PyCapsule.name at +24
+                                raise BufferError
+                        except BufferError:
+                            _conv_dlpack(a, k, fr)
+                        else:
+                            keep.append(cap)
+                            _Q[k] = 7
+                            _Q[k + 1] = _Q[c + 1]  # PyCapsule.pointer at +16: the DLTensor
                     else:
                         _CONV.get(t, _convert_slow)(a, k, fr)
                     k += 2
-            _Q[ri] = 0
-            rc = _FunctionCall(self._hb, fr.ab, n, fr.rb)
+            rc = _FunctionCall(self._hb, ab, n, rb)
             if rc:
                 raise_from_raised(rc)
-            ti = _I[fr.rti]
+            ti = _I[rti]
             if ti == 0:
                 return None
             if ti == 1:
                 return _q[ri + 1]
             return _from_result(fr)
         finally:
-            if fr.keep or fr.owned:
+            if keep or owned:
                 fr.release()
-            if n <= _CAP:
-                _push(fr)
+            _push(fr)
 
     def __repr__(self) -> str:
         return f"<anyffi.Function at 0x{self._h:x}>" if self._h else "<anyffi.Function (closed)>"
+
+
+def _call_many(f: Function, args: tuple) -> Any:
+    """A call with more arguments than a pooled frame holds, in a frame of its own."""
+    fr = _new_frame(len(args))
+    try:
+        _marshal.convert_args(args, fr)
+        rc = _FunctionCall(f._hb, fr.ab, len(args), fr.rb)
+        if rc:
+            raise_from_raised(rc)
+        return _from_result(fr)
+    finally:
+        fr.release()
+
+
+# numpy arrays are inlined in __call__ (tensor.py fills these in; None disables the branch)
+_ndarray: Any = None
+_LEGACY_NAMES: set = set()
+
+
+def _conv_dlpack(a, k, fr):
+    _CONV[type(a)](a, k, fr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,8 +183,9 @@ def _trampoline(key: int, args: int, n: int, result: int) -> int:
         return -1
 
 
-def _release(key: int) -> None:
-    _CALLBACKS.pop(key, None)
+def _release(key: int, _pop=_CALLBACKS.pop) -> None:
+    # bound through a default: it may run during interpreter shutdown, after globals are cleared
+    _pop(key, None)
 
 
 _SAFE_CALL = _capi.SafeCall(_trampoline)

@@ -46,9 +46,7 @@ class Object:
     def _from_borrowed(cls, h: int):
         """Wraps ``h``, taking a new strong reference."""
         _IncRef(h)
-        o = object.__new__(cls)
-        o._h = h
-        return o
+        return cls._from_owned(h)
 
     def __del__(self, _dec=_DecRef):
         h = getattr(self, "_h", 0)

@@ -19,6 +19,7 @@ import ctypes
 from typing import Any, Optional
 
 from . import _capi, _marshal, _mem
+from . import function as _function
 from .device import Device, _device_from_packed
 from .dtype import _from_packed as _dtype_from_packed
 from .dtype import dtype
@@ -90,10 +91,13 @@ def _is_dlpack_producer(t: type) -> bool:
 _marshal.PROTOCOL_CONVERTERS.append((_is_dlpack_producer, conv_dlpack))
 try:
     import numpy as _np
-
-    _marshal.CONVERTERS[_np.ndarray] = conv_dlpack
 except ImportError:  # numpy is optional
     _np = None
+if _np is not None:
+    _marshal.CONVERTERS[_np.ndarray] = conv_dlpack
+    # Function.__call__ inlines the common case (a legacy capsule with a known name)
+    _function._ndarray = _np.ndarray
+    _function._LEGACY_NAMES = _LEGACY_NAME_PTRS
 
 
 # -- Tensor -----------------------------------------------------------------------------------
@@ -300,21 +304,23 @@ def _numpy_name(d: dtype) -> str:
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(cap: int) -> None:
-    # Runs while the capsule is being destroyed: read its fields directly (no new reference to it).
-    name_ptr = Q[qi(cap + _CAPSULE_NAME)]
-    name = ctypes.string_at(name_ptr) if name_ptr else b""
-    if name == _LEGACY:
-        deleter_off = 56
-    elif name == _VERSIONED:
-        deleter_off = 16
+def _capsule_destructor(cap: int, Q=Q, string_at=ctypes.string_at, Deleter=_capi.DLManagedTensorDeleter) -> None:
+    # Runs while the capsule is being destroyed, possibly during interpreter shutdown (hence the
+    # defaults): read its fields directly, taking no new reference to it.
+    base = cap >> 3
+    name_ptr = Q[base + 2]  # name at +24
+    name = string_at(name_ptr) if name_ptr else b""
+    if name == b"dltensor":
+        deleter_off = 56  # DLManagedTensor.deleter
+    elif name == b"dltensor_versioned":
+        deleter_off = 16  # DLManagedTensorVersioned.deleter
     else:
         return  # consumed ("used_dltensor...")
-    mt = Q[qi(cap + _CAPSULE_POINTER)]
+    mt = Q[base + 1]  # pointer at +16
     if mt:
-        deleter = Q[qi(mt + deleter_off)]
+        deleter = Q[((mt + deleter_off) >> 3) - 1]
         if deleter:
-            _capi.DLManagedTensorDeleter(deleter)(mt)
+            Deleter(deleter)(mt)
 
 
 _CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value

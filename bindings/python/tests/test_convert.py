@@ -202,3 +202,4 @@ def test_opaque_fallback_does_not_shadow_object_subclasses(t):
     g = MyFunction._from_borrowed(f.handle)
     r = t.echo(g)  # must travel as the object, not as an opaque Python object
     assert isinstance(r, anyffi.Function) and r.same_as(f)
+    assert g() == 7
