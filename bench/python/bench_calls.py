@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import timeit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,7 +46,9 @@ CASES = [
 
 
 def measure(stmt: str, g: dict, number: int, repeat: int) -> float:
-    t = timeit.Timer(stmt, globals=g)
+    # CPU time of this thread, not wall time: on a shared machine, time spent descheduled while
+    # other processes run would otherwise land in the numbers.
+    t = timeit.Timer(stmt, globals=g, timer=time.thread_time)
     t.timeit(number // 10 or 1)  # warm up
     return min(t.repeat(repeat=repeat, number=number)) / number * 1e9
 
@@ -76,6 +79,10 @@ def child_anyffi(number: int, repeat: int) -> dict:
     )
     g["tx"] = anyffi.from_dlpack(g["x"])
     out = {f"anyffi {label}": measure(stmt, g, number, repeat) for label, stmt in CASES}
+    g["nop"].release_gil = False
+    out["anyffi nop() [release_gil=False]"] = measure("nop()", g, number, repeat)
+    out["anyffi nop(ndarray) [release_gil=False]"] = measure("nop(x)", g, number, repeat)
+    g["nop"].release_gil = True
 
     # bare ctypes anchors: the natural form (ctypes objects built once), and the byref form the
     # package itself uses
@@ -153,24 +160,27 @@ def main() -> None:
     def ratio(x, y) -> str:
         return f"{x / y:7.2f}x" if x and y else f"{'-':>8}"
 
-    print(f"anyffi Python call overhead, ns per call (min of {a.repeat} x {a.number}); lower is better")
+    print(f"anyffi Python call overhead, ns of thread CPU time per call (min of {a.repeat} x {a.number}); lower is better")
     print(f"  ours     = anyffi on {ours.get('library', '?')}")
     print(f"  on-off   = anyffi on {on_official.get('library', '(official library not found)')}")
     print(f"  official = apache-tvm-ffi package (Cython) on its own library")
     print()
-    hdr = f"{'case':28s} {'ours':>9} {'on-off':>9} {'official':>9} {'ours/bare':>9} {'ours/off':>9}"
+    hdr = f"{'case':32s} {'ours':>9} {'on-off':>9} {'official':>9} {'ours/bare':>9} {'ours/off':>9}"
     print(hdr)
     print("-" * len(hdr))
     bare = ours.get("bare ctypes nop()")
     for label, _ in CASES:
         o = ours.get(f"anyffi {label}")
         print(
-            f"{label:28s} {cell(ours, f'anyffi {label}')} {cell(on_official, f'anyffi {label}')} "
+            f"{label:32s} {cell(ours, f'anyffi {label}')} {cell(on_official, f'anyffi {label}')} "
             f"{cell(official, f'tvm_ffi {label}')} {ratio(o, bare)} {ratio(o, official.get(f'tvm_ffi {label}'))}"
         )
-    print(f"{'bare ctypes nop()':28s} {cell(ours, 'bare ctypes nop()')} {cell(on_official, 'bare ctypes nop()')}")
+    for label in ("nop() [release_gil=False]", "nop(ndarray) [release_gil=False]"):
+        o = ours.get(f"anyffi {label}")
+        print(f"{label:32s} {cell(ours, f'anyffi {label}')} {cell(on_official, f'anyffi {label}')} {'':>9} {ratio(o, bare)}")
+    print(f"{'bare ctypes nop()':32s} {cell(ours, 'bare ctypes nop()')} {cell(on_official, 'bare ctypes nop()')}")
     print(
-        f"{'bare ctypes nop() [byref]':28s} {cell(ours, 'bare ctypes nop() [byref args]')} "
+        f"{'bare ctypes nop() [byref]':32s} {cell(ours, 'bare ctypes nop() [byref args]')} "
         f"{cell(on_official, 'bare ctypes nop() [byref args]')}"
     )
     cb = ours.get("anyffi apply(f) [callback]")

@@ -196,6 +196,9 @@ def TVMFFIFunctionSetGlobal(name: Any, f: int, allow_override: int, /) -> int: .
 # which ctypes passes without allocating (see function.py). Releases the GIL.
 TVMFFIFunctionCall = LIB.TVMFFIFunctionCall
 TVMFFIFunctionCall.restype = c_int
+# The same, keeping the GIL (Function.release_gil = False).
+TVMFFIFunctionCallKeepGIL = PYLIB.TVMFFIFunctionCall
+TVMFFIFunctionCallKeepGIL.restype = c_int
 
 
 # int TVMFFIAnyViewToOwnedAny(const TVMFFIAny* any_view, TVMFFIAny* out);

@@ -121,14 +121,23 @@ def _small(b: bytes) -> int:
     return int.from_bytes(b, "little")
 
 
+# Short strings seen as arguments -> their two SmallStr cells (type word with the length, value);
+# Function.__call__ looks here first. Bounded: cleared when full.
+SMALL_STR: dict[str, tuple[int, int]] = {}
+SMALL_STR_MAX = 4096
+
+
 def conv_str(a: str, k: int, fr: Frame) -> None:
     """SmallStr inline when at most 7 UTF-8 bytes; else a RawStr view of the encoded bytes (or an
     owned ffi.String when the text holds NUL characters)."""
     b = a.encode("utf-8")
     n = len(b)
     if n <= 7:
-        Q[k] = _capi.kSmallStr | (n << 32)
-        Q[k + 1] = _small(b)
+        cells = (_capi.kSmallStr | (n << 32), _small(b))
+        if len(SMALL_STR) >= SMALL_STR_MAX:
+            SMALL_STR.clear()
+        SMALL_STR[a] = cells
+        Q[k], Q[k + 1] = cells
     elif _BYTES_OFF >= 0 and b"\0" not in b:
         fr.keep.append(b)
         Q[k] = _capi.kRawStr
@@ -161,11 +170,14 @@ def conv_bytes(a, k: int, fr: Frame) -> None:
 
 
 def conv_object(a: Object, k: int, fr: Frame) -> None:
+    """Objects travel as themselves (borrowed); Function.__call__ inlines this. Without a handle
+    the object decides (a Tensor view passes its DLTensor*, a closed object raises)."""
     h = a._h
-    if not h:
-        raise ValueError(f"cannot pass a closed {type(a).__name__}")
-    Q[k] = I[h >> 2]
-    Q[k + 1] = h
+    if h:
+        Q[k] = I[h >> 2]
+        Q[k + 1] = h
+    else:
+        a._conv_without_handle(k)
 
 
 def conv_device(a: Device, k, fr):
@@ -414,6 +426,10 @@ CAPSULE_TO_TENSOR: list[Callable[[Any], Any]] = []
 def from_view(i: int) -> Any:
     """The Python value of the borrowed Any at Q index ``i``; objects get a new reference."""
     ti = I[2 * i]
+    if ti == 1:
+        return q[i + 1]
+    if ti == 3:
+        return D[i + 1]
     if ti < 64:
         if ti == 8:
             p = Q[i + 1]

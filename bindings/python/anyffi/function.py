@@ -32,6 +32,10 @@ _new_frame = _marshal.new_frame
 _conv_big_int = _marshal.conv_big_int
 _CAP = _marshal.FRAME_CAP
 _FunctionCall = _capi.TVMFFIFunctionCall
+_FunctionCallKeepGIL = _capi.TVMFFIFunctionCallKeepGIL
+_conv_object = _marshal.conv_object
+_conv_str = _marshal.conv_str
+_SMALL_STR = _marshal.SMALL_STR
 _DecRef = _capi.TVMFFIObjectDecRef
 _byref, _c_char = ctypes.byref, ctypes.c_char
 
@@ -46,7 +50,7 @@ class Function(Object):
     """A callable FFI function: ``Function(pycallable)`` wraps a Python callable; functions from
     the library come from :func:`get_global_func` or as results."""
 
-    __slots__ = ("_hb",)
+    __slots__ = ("_hb", "_call")
 
     def __init__(self, f: Callable):
         if isinstance(f, Function):
@@ -58,27 +62,40 @@ class Function(Object):
             raise TypeError(f"anyffi.Function: expected a callable, got {type(f).__name__}")
         self._h = h
         self._hb = _call_ref(h)
+        self._call = _FunctionCall
 
     @classmethod
     def _from_owned(cls, h: int) -> "Function":
         o = object.__new__(cls)
         o._h = h
         o._hb = _call_ref(h)
+        o._call = _FunctionCall
         return o
 
     def close(self) -> None:
         self._hb = _CLOSED_REF
         super().close()
 
+    @property
+    def release_gil(self) -> bool:
+        """Whether calls release the GIL (the default; other Python threads run meanwhile).
+        Set False for tiny functions: ~40 ns less per call, but the call blocks other threads."""
+        return self._call is _FunctionCall
+
+    @release_gil.setter
+    def release_gil(self, value: bool) -> None:
+        self._call = _FunctionCall if value else _FunctionCallKeepGIL
+
     def __call__(self, *args: Any) -> Any:
-        # The hot path; see the module docstring and bench/python/PERF.md before changing it.
-        # Literal type indices: 1 Int, 3 Float, 7 DLTensorPtr, 11 SmallStr.
+        # The hot path: measure with bench/python/bench_calls.py before changing it.
+        # Literal type indices: 1 Int, 3 Float, 7 DLTensorPtr.
         try:
             fr = _pop()
         except IndexError:
             fr = _new_frame()
         ri, rti, ab, rb, keep, owned = fr.hot
         n = len(args)
+        cap = None  # the DLPack capsule of the (first) numpy argument, alive until we return
         try:
             if n:
                 if n > _CAP:
@@ -95,22 +112,41 @@ class Function(Object):
                     elif t is float:
                         _Q[k] = 3
                         _D[k + 1] = a
-                    elif t is _ndarray:
-                        try:
-                            cap = a.__dlpack__()
-                            c = id(cap) >> 3
-                            if _Q[c + 2] not in _LEGACY_NAMES:  # PyCapsule.name at +24
-                                raise BufferError
-                        except BufferError:
-                            _conv_dlpack(a, k, fr)
+                    elif t is str:
+                        cells = _SMALL_STR.get(a)
+                        if cells is None:
+                            _conv_str(a, k, fr)
                         else:
-                            keep.append(cap)
+                            _Q[k], _Q[k + 1] = cells
+                    elif t is _ndarray:
+                        # numpy's __dlpack__() is a legacy DLManagedTensor capsule (the DLTensor
+                        # is its first field); read-only arrays raise BufferError -> slow path
+                        try:
+                            capsule = a.__dlpack__()
+                        except BufferError:
+                            _CONV[t](a, k, fr)
+                        else:
                             _Q[k] = 7
-                            _Q[k + 1] = _Q[c + 1]  # PyCapsule.pointer at +16: the DLTensor
+                            _Q[k + 1] = _Q[(id(capsule) >> 3) + 1]  # PyCapsule.pointer at +16
+                            if cap is None:
+                                cap = capsule
+                            else:
+                                keep.append(capsule)
                     else:
-                        _CONV.get(t, _convert_slow)(a, k, fr)
+                        c = _CONV.get(t)
+                        if c is _conv_object:
+                            h = a._h
+                            if h:
+                                _Q[k] = _I[h >> 2]
+                                _Q[k + 1] = h
+                            else:
+                                a._conv_without_handle(k)
+                        elif c is None:
+                            _convert_slow(a, k, fr)
+                        else:
+                            c(a, k, fr)
                     k += 2
-            rc = _FunctionCall(self._hb, ab, n, rb)
+            rc = self._call(self._hb, ab, n, rb)
             if rc:
                 raise_from_raised(rc)
             ti = _I[rti]
@@ -118,6 +154,8 @@ class Function(Object):
                 return None
             if ti == 1:
                 return _q[ri + 1]
+            if ti == 7 and cap is not None:
+                keep.append(cap)  # the result may be the argument's own DLTensor
             return _from_result(fr)
         finally:
             if keep or owned:
@@ -133,7 +171,7 @@ def _call_many(f: Function, args: tuple) -> Any:
     fr = _new_frame(len(args))
     try:
         _marshal.convert_args(args, fr)
-        rc = _FunctionCall(f._hb, fr.ab, len(args), fr.rb)
+        rc = f._call(f._hb, fr.ab, len(args), fr.rb)
         if rc:
             raise_from_raised(rc)
         return _from_result(fr)
@@ -141,13 +179,8 @@ def _call_many(f: Function, args: tuple) -> Any:
         fr.release()
 
 
-# numpy arrays are inlined in __call__ (tensor.py fills these in; None disables the branch)
+# numpy arrays are inlined in __call__ (tensor.py sets numpy.ndarray; None disables the branch)
 _ndarray: Any = None
-_LEGACY_NAMES: set = set()
-
-
-def _conv_dlpack(a, k, fr):
-    _CONV[type(a)](a, k, fr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,20 +193,33 @@ _from_view = _marshal.from_view
 _write_owned = _marshal.write_owned
 
 
-def _trampoline(key: int, args: int, n: int, result: int) -> int:
+def _trampoline(
+    key: int,
+    args: int,
+    n: int,
+    result: int,
+    _callbacks=_CALLBACKS,
+    _from_view=_from_view,
+    _write_owned=_write_owned,
+    _Q=_Q,
+) -> int:
+    # The safe_call of every Python function. Globals are bound as defaults: fewer lookups per
+    # call, and the trampoline keeps working during interpreter shutdown.
     try:
-        f = _CALLBACKS[key]
-        if n:
-            i = (args >> 3) - 1
-            r = f(*[_from_view(i + 2 * j) for j in range(n)])
-        else:
+        f = _callbacks[key]
+        if n == 0:
             r = f()
-        ri = (result >> 3) - 1
+        elif n == 1:
+            r = f(_from_view((args >> 3) - 1))
+        else:
+            i = (args >> 3) - 1
+            r = f(*map(_from_view, range(i, i + 2 * n, 2)))
         if r is None:
+            ri = (result >> 3) - 1
             _Q[ri] = 0
             _Q[ri + 1] = 0
         else:
-            _write_owned(r, ri)
+            _write_owned(r, (result >> 3) - 1)
         return 0
     except BaseException as e:  # noqa: BLE001 - everything crosses back as an FFI error
         try:

@@ -54,6 +54,10 @@ class Object:
             self._h = 0
             _dec(h)
 
+    def _conv_without_handle(self, k: int) -> None:
+        """Writes this handle-less object as an argument at Q index ``k`` (closed: an error)."""
+        raise ValueError(f"cannot pass a closed {type(self).__name__}")
+
     def close(self) -> None:
         """Releases the reference now; later uses raise ValueError. Idempotent."""
         h = self._h

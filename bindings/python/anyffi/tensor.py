@@ -95,9 +95,7 @@ except ImportError:  # numpy is optional
     _np = None
 if _np is not None:
     _marshal.CONVERTERS[_np.ndarray] = conv_dlpack
-    # Function.__call__ inlines the common case (a legacy capsule with a known name)
-    _function._ndarray = _np.ndarray
-    _function._LEGACY_NAMES = _LEGACY_NAME_PTRS
+    _function._ndarray = _np.ndarray  # Function.__call__ inlines numpy arrays
 
 
 # -- Tensor -----------------------------------------------------------------------------------
@@ -130,6 +128,13 @@ class Tensor(Object):
         self._dl = 0
         self._keep = None
         super().close()
+
+    def _conv_without_handle(self, k: int) -> None:
+        # a borrowed view passes its DLTensor* on (an owned tensor passes itself, as any object)
+        if not self._dl:
+            raise ValueError("cannot pass a closed anyffi.Tensor")
+        Q[k] = _capi.kDLTensorPtr
+        Q[k + 1] = self._dl
 
     @property
     def is_view(self) -> bool:
@@ -252,19 +257,6 @@ class Tensor(Object):
         return f"<anyffi.{kind} shape={self.shape} dtype={self.dtype} device={self.device}>"
 
 
-def _conv_tensor(a: Tensor, k: int, fr) -> None:
-    h = a._h
-    if h:
-        Q[k] = _capi.kTensor
-        Q[k + 1] = h
-    elif a._dl:
-        Q[k] = _capi.kDLTensorPtr
-        Q[k + 1] = a._dl
-    else:
-        raise ValueError("cannot pass a closed anyffi.Tensor")
-
-
-_marshal.CONVERTERS[Tensor] = _conv_tensor
 _marshal.DLTENSOR_VIEW.append(Tensor._view)
 
 
