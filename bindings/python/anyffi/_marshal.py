@@ -1,10 +1,11 @@
 """Python values <-> ``TVMFFIAny``: argument views, owned results, callback arguments.
 
-Arguments are borrowed views written straight into a pooled call frame (a ctypes array of
-``TVMFFIAny``), one converter per Python type, looked up by ``type(value)`` in :data:`CONVERTERS`.
+Arguments are borrowed views written straight into a pooled call frame (``TVMFFIAny`` cells in a
+bytearray), one converter per Python type, looked up by ``type(value)`` in :data:`CONVERTERS`.
 A converter ``conv(value, k, frame)`` writes the 16 bytes of the Any whose first 8-byte cell is
-``Q[k]``; temporaries that must outlive the call go to ``frame.keep`` (Python objects) or
-``frame.owned`` (FFI references released after the call).
+``frame.Q[k]`` (frame-relative: small indices are cheaper than address-sized ones); temporaries
+that must outlive the call go to ``frame.keep`` (Python objects) or ``frame.owned`` (FFI
+references released after the call).
 
 Results are owned Anys decoded by type index (:func:`from_owned`); callback arguments and container
 elements are borrowed views (:func:`from_view`), whose objects get a new reference.
@@ -41,23 +42,30 @@ FRAME_CAP = 8  # arguments a pooled frame holds; longer calls get a frame of the
 
 
 class Frame:
-    """Scratch memory for one call: the result Any, ``cap`` argument Anys and ``cap`` 16-byte
-    scratch cells (byte-array structs for ``bytes`` views), plus the keep-alive lists."""
+    """Memory for one call: the result Any (cells 0-1), ``cap`` argument Anys (argument j at cells
+    2+2j, 3+2j) and ``cap`` 16-byte scratch cells (argument j's at 2+2cap+2j: byte-array structs
+    for ``bytes`` views), with views over it by cell, and the keep-alive lists."""
 
-    __slots__ = ("mem", "ri", "rti", "rb", "ab", "keep", "owned", "scratch", "hot")
+    __slots__ = ("buf", "mem", "addr", "cap", "Q", "q", "D", "I", "ri", "rb", "ab", "keep", "owned", "hot")
 
     def __init__(self, cap: int):
-        self.mem = (_capi.TVMFFIAny * (1 + 2 * cap))()
-        addr = ctypes.addressof(self.mem)
-        self.ri = qi(addr)  # result: Q[ri] type word, Q[ri+1] value
-        self.rti = 2 * self.ri  # result type index in I
+        self.buf = bytearray(16 * (1 + 2 * cap))
+        self.mem = (_capi.TVMFFIAny * (1 + 2 * cap)).from_buffer(self.buf)
+        self.addr = ctypes.addressof(self.mem)
+        self.cap = cap
+        view = memoryview(self.buf)
+        self.Q, self.q, self.D, self.I = view.cast("Q"), view.cast("q"), view.cast("d"), view.cast("i")
+        self.ri = qi(self.addr)  # the result's index in the address-space views (_mem.Q)
         self.rb = ctypes.byref(self.mem)  # TVMFFIAny* result, ready for a ctypes call
         self.ab = ctypes.byref(self.mem, 16)  # TVMFFIAny* args
         self.keep: list = []
         self.owned: list = []
-        self.scratch = addr + 16 * (1 + cap)
         # what the call path reads, in one tuple (one attribute load and an unpack per call)
-        self.hot = (self.ri, self.rti, self.ab, self.rb, self.keep, self.owned)
+        self.hot = (self.Q, self.q, self.D, self.I, self.ab, self.rb, self.keep, self.owned)
+
+    def cell_addr(self, k: int) -> int:
+        """The address of cell ``k``."""
+        return self.addr + 8 * k
 
     def release(self) -> None:
         """Drops the temporaries of the last call."""
@@ -80,11 +88,13 @@ def new_frame(n: int = FRAME_CAP) -> Frame:
 
 
 def conv_none(a, k, fr):
+    Q = fr.Q
     Q[k] = 0
     Q[k + 1] = 0
 
 
 def conv_bool(a, k, fr):
+    Q = fr.Q
     Q[k] = _capi.kBool
     Q[k + 1] = 1 if a else 0
 
@@ -92,17 +102,17 @@ def conv_bool(a, k, fr):
 def conv_int(a, k, fr):
     a = int(a)
     if INT64_MIN <= a <= INT64_MAX:
-        Q[k] = _capi.kInt
-        q[k + 1] = a
+        fr.Q[k] = _capi.kInt
+        fr.q[k + 1] = a
     else:
         conv_big_int(a, k, fr)
 
 
 def conv_big_int(a: int, k: int, fr: Frame) -> None:
     """An int beyond int64: an owned ffi.BigInt, released after the call."""
-    write_big_int(a, 8 * (k + 1))
-    if Q[k] >= _capi.kStaticObjectBegin:
-        fr.owned.append(Q[k + 1])
+    write_big_int(a, fr.cell_addr(k))
+    if fr.Q[k] >= _capi.kStaticObjectBegin:
+        fr.owned.append(fr.Q[k + 1])
 
 
 def write_big_int(a: int, addr: int) -> None:
@@ -113,8 +123,8 @@ def write_big_int(a: int, addr: int) -> None:
 
 
 def conv_float(a, k, fr):
-    Q[k] = _capi.kFloat
-    D[k + 1] = a
+    fr.Q[k] = _capi.kFloat
+    fr.D[k + 1] = a
 
 
 def _small(b: bytes) -> int:
@@ -132,6 +142,7 @@ def conv_str(a: str, k: int, fr: Frame) -> None:
     owned ffi.String when the text holds NUL characters)."""
     b = a.encode("utf-8")
     n = len(b)
+    Q = fr.Q
     if n <= 7:
         cells = (_capi.kSmallStr | (n << 32), _small(b))
         if len(SMALL_STR) >= SMALL_STR_MAX:
@@ -143,7 +154,7 @@ def conv_str(a: str, k: int, fr: Frame) -> None:
         Q[k] = _capi.kRawStr
         Q[k + 1] = id(b) + _BYTES_OFF
     else:
-        check_call(_capi.TVMFFIStringFromByteArray(_capi.byte_array(b), 8 * (k + 1)))
+        check_call(_capi.TVMFFIStringFromByteArray(_capi.byte_array(b), fr.cell_addr(k)))
         if Q[k] == _capi.kStr:
             fr.owned.append(Q[k + 1])
 
@@ -152,19 +163,19 @@ def conv_bytes(a, k: int, fr: Frame) -> None:
     """SmallBytes inline when at most 7 bytes; else a ByteArrayPtr view (struct in frame scratch)."""
     b = bytes(a)
     n = len(b)
+    Q = fr.Q
     if n <= 7:
         Q[k] = _capi.kSmallBytes | (n << 32)
         Q[k + 1] = _small(b)
     elif _BYTES_OFF >= 0:
         fr.keep.append(b)
-        cell = fr.scratch + 16 * ((k - fr.ri - 2) >> 1)  # the scratch cell of this argument
-        j = qi(cell)
+        j = k + 2 * fr.cap  # this argument's scratch cells hold the TVMFFIByteArray
         Q[j] = id(b) + _BYTES_OFF
         Q[j + 1] = n
         Q[k] = _capi.kByteArrayPtr
-        Q[k + 1] = cell
+        Q[k + 1] = fr.cell_addr(j)
     else:
-        check_call(_capi.TVMFFIBytesFromByteArray(_capi.byte_array(b), 8 * (k + 1)))
+        check_call(_capi.TVMFFIBytesFromByteArray(_capi.byte_array(b), fr.cell_addr(k)))
         if Q[k] == _capi.kBytes:
             fr.owned.append(Q[k + 1])
 
@@ -174,23 +185,27 @@ def conv_object(a: Object, k: int, fr: Frame) -> None:
     the object decides (a Tensor view passes its DLTensor*, a closed object raises)."""
     h = a._h
     if h:
+        Q = fr.Q
         Q[k] = I[h >> 2]
         Q[k + 1] = h
     else:
-        a._conv_without_handle(k)
+        a._conv_without_handle(k, fr)
 
 
 def conv_device(a: Device, k, fr):
+    Q = fr.Q
     Q[k] = _capi.kDevice
     Q[k + 1] = a._packed
 
 
 def conv_dtype(a: dtype, k, fr):
+    Q = fr.Q
     Q[k] = _capi.kDataType
     Q[k + 1] = a._packed
 
 
 def conv_void_p(a: ctypes.c_void_p, k, fr):
+    Q = fr.Q
     Q[k] = _capi.kOpaquePtr
     Q[k + 1] = a.value or 0
 
@@ -222,8 +237,8 @@ def make_opaque(a: object) -> int:
 def conv_opaque(a, k, fr):
     h = make_opaque(a)
     fr.owned.append(h)
-    Q[k] = _capi.kOpaquePyObject
-    Q[k + 1] = h
+    fr.Q[k] = _capi.kOpaquePyObject
+    fr.Q[k + 1] = h
 
 
 def _conv_via(f: Callable[[Any], Any]) -> Callable:
@@ -292,7 +307,7 @@ def convert_slow(a, k, fr):
 
 def convert_args(args: tuple, fr: Frame) -> None:
     """Writes ``args`` as views into ``fr`` (for the generic, non-inlined paths)."""
-    k = fr.ri + 2
+    k = 2
     for a in args:
         CONVERTERS.get(type(a), convert_slow)(a, k, fr)
         k += 2
@@ -402,16 +417,16 @@ def from_result(fr: Frame) -> Any:
     consumed into an owning Tensor instead, sharing the producer's memory.
     """
     i = fr.ri
-    ti = I[2 * i]
+    ti = fr.I[0]
     if ti >= 64:
         # The slot must hold a value below 64 before the next call with this frame (callees
         # treat it as an owned Any); PODs and inline values may stay, objects may not.
         try:
             return from_owned(i)
         finally:
-            Q[i] = 0
+            fr.Q[0] = 0
     if ti == 7 and fr.keep:
-        ptr = Q[i + 1]
+        ptr = fr.Q[1]
         for cap in fr.keep:
             if type(cap).__name__ == "PyCapsule" and CAPSULE_TENSOR[0](cap) == ptr:
                 return CAPSULE_TO_TENSOR[0](cap)
@@ -516,11 +531,10 @@ def write_owned(v: Any, i: int) -> None:
     except IndexError:
         fr = new_frame()
     try:
-        k = fr.ri + 2
-        CONVERTERS.get(type(v), convert_slow)(v, k, fr)
-        if I[2 * k] == _capi.kDLTensorPtr:
+        CONVERTERS.get(type(v), convert_slow)(v, 2, fr)
+        if fr.I[4] == _capi.kDLTensorPtr:
             raise TypeError(f"cannot return a borrowed tensor view of type {type(v).__name__}")
-        check_call(_capi.TVMFFIAnyViewToOwnedAny(8 * (k + 1), 8 * (i + 1)))
+        check_call(_capi.TVMFFIAnyViewToOwnedAny(fr.cell_addr(2), 8 * (i + 1)))
     finally:
         fr.release()
         POOL.append(fr)

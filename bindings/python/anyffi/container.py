@@ -291,8 +291,8 @@ def _conv_list(a, k: int, fr) -> None:
     h = arr._h
     arr._h = 0  # the frame releases the reference after the call
     fr.owned.append(h)
-    Q[k] = _capi.kArray
-    Q[k + 1] = h
+    fr.Q[k] = _capi.kArray
+    fr.Q[k + 1] = h
 
 
 def _conv_dict(a: dict, k: int, fr) -> None:
@@ -304,8 +304,8 @@ def _conv_dict(a: dict, k: int, fr) -> None:
     h = m._h
     m._h = 0
     fr.owned.append(h)
-    Q[k] = _capi.kMap
-    Q[k + 1] = h
+    fr.Q[k] = _capi.kMap
+    fr.Q[k + 1] = h
 
 
 _marshal.CONVERTERS[list] = _conv_list

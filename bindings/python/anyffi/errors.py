@@ -16,8 +16,6 @@ import builtins
 import ctypes
 import threading
 import traceback
-from typing import Optional
-
 from . import _capi, _mem
 
 
@@ -185,8 +183,3 @@ def set_raised_from_python(exc: BaseException) -> None:
     _tls.sent = (h, exc, message)
     _capi.TVMFFIObjectDecRef(h)
 
-
-def last_sent() -> Optional[BaseException]:
-    """The last exception this thread sent out of a callback (tests and debugging)."""
-    sent = getattr(_tls, "sent", None)
-    return None if sent is None else sent[1]

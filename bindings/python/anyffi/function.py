@@ -22,7 +22,8 @@ from . import _capi, _marshal, _mem
 from .errors import check_call, raise_from_raised, set_raised_from_python
 from .object import Object, register_object
 
-_Q, _q, _I, _D = _mem.Q, _mem.q, _mem.I, _mem.D
+_MQ, _MI = _mem.Q, _mem.I  # address-space views (object headers, capsules)
+_Q = _mem.Q
 _CONV = _marshal.CONVERTERS
 _convert_slow = _marshal.convert_slow
 _from_result = _marshal.from_result
@@ -88,36 +89,37 @@ class Function(Object):
 
     def __call__(self, *args: Any) -> Any:
         # The hot path: measure with bench/python/bench_calls.py before changing it.
+        # Frame cells: result at 0-1, argument j at 2+2j, 3+2j (small indices are cheap).
         # Literal type indices: 1 Int, 3 Float, 7 DLTensorPtr.
         try:
             fr = _pop()
         except IndexError:
             fr = _new_frame()
-        ri, rti, ab, rb, keep, owned = fr.hot
+        Q, q, D, I, ab, rb, keep, owned = fr.hot
         n = len(args)
         cap = None  # the DLPack capsule of the (first) numpy argument, alive until we return
         try:
             if n:
                 if n > _CAP:
                     return _call_many(self, args)
-                k = ri + 2
+                k = 2
                 for a in args:
                     t = type(a)
                     if t is int:
-                        _Q[k] = 1
+                        Q[k] = 1
                         try:
-                            _q[k + 1] = a
+                            q[k + 1] = a
                         except ValueError:
                             _conv_big_int(a, k, fr)
                     elif t is float:
-                        _Q[k] = 3
-                        _D[k + 1] = a
+                        Q[k] = 3
+                        D[k + 1] = a
                     elif t is str:
                         cells = _SMALL_STR.get(a)
                         if cells is None:
                             _conv_str(a, k, fr)
                         else:
-                            _Q[k], _Q[k + 1] = cells
+                            Q[k], Q[k + 1] = cells
                     elif t is _ndarray:
                         # numpy's __dlpack__() is a legacy DLManagedTensor capsule (the DLTensor
                         # is its first field); read-only arrays raise BufferError -> slow path
@@ -126,8 +128,8 @@ class Function(Object):
                         except BufferError:
                             _CONV[t](a, k, fr)
                         else:
-                            _Q[k] = 7
-                            _Q[k + 1] = _Q[(id(capsule) >> 3) + 1]  # PyCapsule.pointer at +16
+                            Q[k] = 7
+                            Q[k + 1] = _MQ[(id(capsule) >> 3) + 1]  # PyCapsule.pointer at +16
                             if cap is None:
                                 cap = capsule
                             else:
@@ -137,10 +139,10 @@ class Function(Object):
                         if c is _conv_object:
                             h = a._h
                             if h:
-                                _Q[k] = _I[h >> 2]
-                                _Q[k + 1] = h
+                                Q[k] = _MI[h >> 2]  # the object's type index (header+8)
+                                Q[k + 1] = h
                             else:
-                                a._conv_without_handle(k)
+                                a._conv_without_handle(k, fr)
                         elif c is None:
                             _convert_slow(a, k, fr)
                         else:
@@ -149,11 +151,11 @@ class Function(Object):
             rc = self._call(self._hb, ab, n, rb)
             if rc:
                 raise_from_raised(rc)
-            ti = _I[rti]
+            ti = I[0]
             if ti == 0:
                 return None
             if ti == 1:
-                return _q[ri + 1]
+                return q[1]
             if ti == 7 and cap is not None:
                 keep.append(cap)  # the result may be the argument's own DLTensor
             return _from_result(fr)
@@ -256,8 +258,8 @@ def make_function_handle(f: Callable) -> int:
 def _conv_callable(a, k, fr):
     h = make_function_handle(a)
     fr.owned.append(h)
-    _Q[k] = _capi.kFunction
-    _Q[k + 1] = h
+    fr.Q[k] = _capi.kFunction
+    fr.Q[k + 1] = h
 
 
 _marshal.CALLABLE_CONVERTER.append(_conv_callable)

@@ -54,8 +54,8 @@ class Object:
             self._h = 0
             _dec(h)
 
-    def _conv_without_handle(self, k: int) -> None:
-        """Writes this handle-less object as an argument at Q index ``k`` (closed: an error)."""
+    def _conv_without_handle(self, k: int, fr) -> None:
+        """Writes this handle-less object as argument cell ``k`` of frame ``fr`` (closed: an error)."""
         raise ValueError(f"cannot pass a closed {type(self).__name__}")
 
     def close(self) -> None:

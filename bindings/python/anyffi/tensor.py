@@ -80,8 +80,8 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
     name_ptr = Q[(base >> 3) + 2]  # PyCapsule.name at +24
     off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
     fr.keep.append(cap)
-    Q[k] = _capi.kDLTensorPtr
-    Q[k + 1] = Q[(base >> 3) + 1] + off  # PyCapsule.pointer at +16: the managed tensor
+    fr.Q[k] = _capi.kDLTensorPtr
+    fr.Q[k + 1] = Q[(base >> 3) + 1] + off  # PyCapsule.pointer at +16: the managed tensor
 
 
 def _is_dlpack_producer(t: type) -> bool:
@@ -129,12 +129,12 @@ class Tensor(Object):
         self._keep = None
         super().close()
 
-    def _conv_without_handle(self, k: int) -> None:
+    def _conv_without_handle(self, k: int, fr) -> None:
         # a borrowed view passes its DLTensor* on (an owned tensor passes itself, as any object)
         if not self._dl:
             raise ValueError("cannot pass a closed anyffi.Tensor")
-        Q[k] = _capi.kDLTensorPtr
-        Q[k + 1] = self._dl
+        fr.Q[k] = _capi.kDLTensorPtr
+        fr.Q[k + 1] = self._dl
 
     @property
     def is_view(self) -> bool:

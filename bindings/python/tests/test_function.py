@@ -185,3 +185,25 @@ def test_call_through_echo_keeps_function(t):
     g = t.echo(lambda: "kept")
     gc.collect()
     assert g() == "kept"
+
+
+def test_rvalue_ref_argument_is_moved():
+    # a C caller may pass an object as ObjectRValueRef (10): the callee takes the reference out of
+    # the caller's slot and leaves NULL there
+    import ctypes
+
+    from anyffi import _capi
+
+    got = []
+    f = anyffi.Function(lambda o: got.append(o))
+    moved = anyffi.Function(lambda: "moved")
+    slot = ctypes.c_void_p(moved.handle)
+    _capi.TVMFFIObjectIncRef(moved.handle)  # the slot owns one reference
+    args = (_capi.TVMFFIAny * 1)()
+    args[0].type_index = _capi.kObjectRValueRef
+    args[0].v_int64 = ctypes.addressof(slot)
+    res = _capi.TVMFFIAny()
+    assert _capi.TVMFFIFunctionCall(ctypes.c_void_p(f.handle), args, 1, ctypes.byref(res)) == 0
+    assert slot.value is None
+    assert got[0].same_as(moved) and got[0]() == "moved"
+    assert moved.use_count == 2  # ours and the callback's (moved, not copied)

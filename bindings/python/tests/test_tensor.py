@@ -200,3 +200,18 @@ def test_torch_roundtrip(t):
     z = torch.from_dlpack(y)
     z[0, 0] = 42
     assert x[0, 0] == 42
+
+
+def test_view_result_inside_callback(t):
+    # echo of a DLTensor* view returns the same view (valid while the callback runs)
+    x = np.arange(4.0)
+    got = {}
+
+    def f(v):
+        w = t.echo(v)
+        got["same"] = (w.is_view, w.data_ptr == v.data_ptr, w.shape)
+        with pytest.raises(TypeError, match="borrowed tensor view"):
+            t.apply(lambda: w)  # a borrowed view cannot become an owned result
+
+    t.apply(f, x)
+    assert got["same"] == (True, True, (4,))
