@@ -210,28 +210,38 @@ def conv_void_p(a: ctypes.c_void_p, k, fr):
     Q[k + 1] = a.value or 0
 
 
-# Opaque Python objects: the handle of an ffi.OpaquePyObject we make is an odd key into this table
-# (CPython object addresses are even, so foreign opaque objects are never mistaken for ours).
-OPAQUE: dict[int, object] = {}
-_opaque_keys = itertools.count(1)
+class KeepAlive(dict):
+    """Python objects the library holds, under odd integer keys passed as the ``void*`` of an FFI
+    object (CPython object addresses are even, so a foreign handle is never mistaken for a key).
+    ``deleter`` is the C ``void(void*)`` that drops a key when the FFI object dies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next = itertools.count(1)
+        # bound through a default: deleters may run during interpreter shutdown
+        self.deleter = _capi.SelfDeleter(lambda key, _pop=self.pop: _pop(key, None))
+
+    def create(self, obj: object, make: Callable[[int, Any, Any], int]) -> int:
+        """Holds ``obj`` under a new key and returns ``make(key, deleter, out)``'s FFI object (new
+        reference); the key is dropped again when ``make`` fails."""
+        key = 2 * next(self._next) + 1
+        self[key] = obj
+        out = ctypes.c_void_p()
+        try:
+            check_call(make(key, self.deleter, ctypes.byref(out)))
+        except BaseException:
+            self.pop(key, None)
+            raise
+        return out.value
 
 
-@_capi.SelfDeleter
-def _opaque_deleter(key: int, _pop=OPAQUE.pop) -> None:
-    _pop(key, None)  # bound through a default: may run during interpreter shutdown
+# Python objects passed as ffi.OpaquePyObject (the cell's handle is the key).
+OPAQUE = KeepAlive()
 
 
 def make_opaque(a: object) -> int:
     """A new ``ffi.OpaquePyObject`` (new reference) holding ``a`` alive."""
-    key = 2 * next(_opaque_keys) + 1
-    OPAQUE[key] = a
-    out = ctypes.c_void_p()
-    try:
-        check_call(_capi.TVMFFIObjectCreateOpaque(key, _capi.kOpaquePyObject, _opaque_deleter, ctypes.byref(out)))
-    except BaseException:
-        OPAQUE.pop(key, None)
-        raise
-    return out.value
+    return OPAQUE.create(a, lambda key, deleter, out: _capi.TVMFFIObjectCreateOpaque(key, _capi.kOpaquePyObject, deleter, out))
 
 
 def conv_opaque(a, k, fr):

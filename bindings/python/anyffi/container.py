@@ -38,11 +38,37 @@ def _norm_index(i: int, n: int, what: str) -> int:
     return i
 
 
-class _SeqBase(Object):
+class _Container(Object):
+    """Equality with plain Python values and repr, through ``_plain()`` (a list or a dict)."""
+
+    __slots__ = ()
+    _plain_types: tuple = ()
+
+    def _plain(self):
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Object):
+            return self.same_as(other)
+        if isinstance(other, self._plain_types):
+            plain = self._plain()
+            return plain == type(plain)(other)
+        return NotImplemented
+
+    __hash__ = Object.__hash__
+
+    def __repr__(self) -> str:
+        if not self._h:
+            return f"<anyffi.{type(self).__name__} (closed)>"
+        return f"{type(self).__name__}({self._plain()!r})"
+
+
+class _SeqBase(_Container):
     """Shared read access of Array and List."""
 
     __slots__ = ()
     _ctor = ""
+    _plain_types = (list, tuple)
 
     def __new__(cls, items: Iterable = ()):
         return ffi_api.require(cls._ctor, f"constructing an {cls.__name__}")(*items)
@@ -71,19 +97,8 @@ class _SeqBase(Object):
     def __contains__(self, v: Any) -> bool:
         return any(x == v for x in self)
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Object):
-            return self.same_as(other)
-        if isinstance(other, (list, tuple)):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = Object.__hash__
-
-    def __repr__(self) -> str:
-        if not self._h:
-            return f"<anyffi.{type(self).__name__} (closed)>"
-        return f"{type(self).__name__}({list(self)!r})"
+    def _plain(self) -> list:
+        return list(self)
 
 
 @register_object("ffi.Array", _capi.kArray)
@@ -102,7 +117,7 @@ class List(_SeqBase, Sequence):
     _ctor = "List"
 
     def _api(self, name: str):
-        return ffi_api.require(name, f"mutating a List")
+        return ffi_api.require(name, "mutating a List")
 
     def __setitem__(self, i: int, v: Any) -> None:
         self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), v)
@@ -172,11 +187,12 @@ class Shape(Object, Sequence):
         return f"Shape({self._dims()!r})" if self._h else "<anyffi.Shape (closed)>"
 
 
-class _MapBase(Object):
+class _MapBase(_Container):
     """Shared read access of Map and Dict through the ``ffi.<Prefix>*`` globals."""
 
     __slots__ = ()
     _prefix = ""
+    _plain_types = (dict,)
 
     def __new__(cls, items: Any = ()):
         pairs = items.items() if isinstance(items, Mapping) else items
@@ -225,19 +241,8 @@ class _MapBase(Object):
     def items(self):
         return list(self._walk())
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Object):
-            return self.same_as(other)
-        if isinstance(other, dict):
-            return dict(self.items()) == other
-        return NotImplemented
-
-    __hash__ = Object.__hash__
-
-    def __repr__(self) -> str:
-        if not self._h:
-            return f"<anyffi.{type(self).__name__} (closed)>"
-        return f"{type(self).__name__}({dict(self.items())!r})"
+    def _plain(self) -> dict:
+        return dict(self._walk())
 
 
 @register_object("ffi.Map", _capi.kMap)

@@ -15,7 +15,6 @@ library. An exception in a callback becomes an ``ffi.Error`` of the same kind (`
 from __future__ import annotations
 
 import ctypes
-import itertools
 from typing import Any, Callable, Optional
 
 from . import _capi, _marshal, _mem
@@ -187,8 +186,7 @@ _ndarray: Any = None
 # Python callables as FFI functions
 # ---------------------------------------------------------------------------------------------
 
-_CALLBACKS: dict[int, Callable] = {}
-_keys = itertools.count(1)
+_CALLBACKS = _marshal.KeepAlive()  # key -> the Python callable of a function we made
 _from_view = _marshal.from_view
 _write_owned = _marshal.write_owned
 
@@ -229,28 +227,15 @@ def _trampoline(
         return -1
 
 
-def _release(key: int, _pop=_CALLBACKS.pop) -> None:
-    # bound through a default: it may run during interpreter shutdown, after globals are cleared
-    _pop(key, None)
-
-
 _SAFE_CALL = _capi.SafeCall(_trampoline)
-_DELETER = _capi.SelfDeleter(_release)
 # The thunks must outlive every function object, even objects released during interpreter
 # shutdown after this module's globals are cleared: keep one extra reference forever.
-ctypes.pythonapi.Py_IncRef(ctypes.py_object((_SAFE_CALL, _DELETER)))
+ctypes.pythonapi.Py_IncRef(ctypes.py_object((_SAFE_CALL, _CALLBACKS.deleter, _marshal.OPAQUE.deleter)))
 
 
 def make_function_handle(f: Callable) -> int:
     """A new ``ffi.Function`` (new reference) that calls the Python callable ``f``."""
-    key = 2 * next(_keys) + 1
-    _CALLBACKS[key] = f
-    out = ctypes.c_void_p()
-    rc = _capi.TVMFFIFunctionCreate(key, _SAFE_CALL, _DELETER, ctypes.byref(out))
-    if rc:
-        _CALLBACKS.pop(key, None)
-        raise_from_raised(rc)
-    return out.value
+    return _CALLBACKS.create(f, lambda key, deleter, out: _capi.TVMFFIFunctionCreate(key, _SAFE_CALL, deleter, out))
 
 
 def _conv_callable(a, k, fr):

@@ -33,6 +33,8 @@ def test_array_as_sequence():
         a[6]
     with pytest.raises(IndexError):
         a[-7]
+    assert repr(anyffi.Array([1, "x"])) == "Array([1, 'x'])"
+    assert anyffi.Array([1]) != [2] and anyffi.Array([1]) != {1: 1}
 
 
 @array
@@ -103,6 +105,8 @@ def test_map_as_mapping():
     assert m == {"a": 1, "b": "two", 3: 4.5}
     with pytest.raises(KeyError):
         m["missing"]
+    assert repr(anyffi.Map({"k": 1})) == "Map({'k': 1})"
+    assert m != {"a": 1}
 
 
 @mapping
