@@ -125,11 +125,11 @@ def exception_from_error(h: int) -> BaseException:
 def _attach_backtrace(exc: BaseException, backtrace: str) -> None:
     """Records the FFI backtrace on ``exc`` and shows it as its (single) FFI note."""
     exc.__anyffi_backtrace__ = backtrace
-    notes = getattr(exc, "__notes__", None)
-    if notes:
-        notes[:] = [n for n in notes if not n.startswith(_NOTE_HEAD)]
+    notes = [n for n in getattr(exc, "__notes__", ()) if not n.startswith(_NOTE_HEAD)]
     if backtrace:
-        exc.add_note(_backtrace_note(backtrace))
+        notes.append(_backtrace_note(backtrace))
+    if notes or hasattr(exc, "__notes__"):
+        exc.__notes__ = notes  # what BaseException.add_note (3.11+) appends to
 
 
 def raise_from_raised(rc: int = -1) -> None:

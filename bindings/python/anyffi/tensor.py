@@ -6,7 +6,11 @@
   ``ffi.Tensor`` object is allocated.
 * :func:`from_dlpack` makes an owning ``ffi.Tensor`` (``TVMFFITensorFromDLPack[Versioned]``).
 * ``Tensor.__dlpack__`` exports one (``TVMFFITensorToDLPack[Versioned]``), so ``numpy.from_dlpack``
-  and ``torch.from_dlpack`` take anyffi tensors; ``Tensor.numpy()`` is that for numpy.
+  and ``torch.from_dlpack`` take anyffi tensors. ``Tensor.numpy()`` goes through
+  ``__array_interface__`` instead: writable on every numpy version (numpy < 2.1 marks DLPack imports
+  read-only), valid for borrowed views too, and the array keeps the Tensor alive.
+* Arrays that cannot export through DLPack (read-only arrays on numpy < 2.1) are passed through a
+  ``DLTensor`` built from their ``__array_interface__``.
 
 A ``Tensor`` either owns an ``ffi.Tensor`` object, or (in a callback that received a ``DLTensor*``
 argument, or from a function returning one) is a view of a ``DLTensor`` owned by someone else,
@@ -75,13 +79,54 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
     try:
         cap = a.__dlpack__()
     except BufferError:
-        cap = a.__dlpack__(max_version=(1, 3))  # read-only numpy arrays export only this way
+        try:
+            cap = a.__dlpack__(max_version=(1, 3))  # read-only numpy arrays export only this way
+        except TypeError:  # ... on numpy >= 2.1; older numpy cannot export them at all
+            if not hasattr(a, "__array_interface__"):
+                raise
+            fr.Q[k] = _capi.kDLTensorPtr
+            fr.Q[k + 1] = _dltensor_of_array_interface(a, fr.keep)
+            return
     base = id(cap)
     name_ptr = Q[(base >> 3) + 2]  # PyCapsule.name at +24
     off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
     fr.keep.append(cap)
     fr.Q[k] = _capi.kDLTensorPtr
     fr.Q[k + 1] = Q[(base >> 3) + 1] + off  # PyCapsule.pointer at +16: the managed tensor
+
+
+# numpy's __array_interface__ type codes -> DLDataType code
+_ARRAY_KIND_CODE = {"i": 0, "u": 1, "f": 2, "b": 6, "c": 5}
+
+
+def _dltensor_of_array_interface(a: Any, keep: list) -> int:
+    """A DLTensor over the memory of an ``__array_interface__`` exporter (CPU), kept in ``keep``."""
+    ai = a.__array_interface__
+    typestr, shape = ai["typestr"], tuple(ai["shape"])
+    kind, item = typestr[1], int(typestr[2:])
+    if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
+        raise TypeError(f"cannot pass a {typestr} array as a tensor")
+    byte_strides = ai.get("strides")
+    if byte_strides is None:
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.append(acc)
+            acc *= d
+        strides.reverse()
+    else:
+        strides = [s // item for s in byte_strides]
+    nd = len(shape)
+    dims = (ctypes.c_int64 * max(nd, 1))(*shape)
+    strs = (ctypes.c_int64 * max(nd, 1))(*strides)
+    t = _capi.DLTensor()
+    t.data = ai["data"][0]
+    t.device = _capi.DLDevice(1, 0)
+    t.ndim = nd
+    t.dtype = _capi.DLDataType(_ARRAY_KIND_CODE[kind], 8 * item, 1)
+    t.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    t.strides = ctypes.cast(strs, ctypes.POINTER(ctypes.c_int64))
+    keep.extend((a, t, dims, strs))
+    return ctypes.addressof(t)
 
 
 def _is_dlpack_producer(t: type) -> bool:
@@ -236,13 +281,30 @@ class Tensor(Object):
         check_call(_capi.TVMFFITensorToDLPack(h, ctypes.byref(out)))
         return _PyCapsule_New(out.value, _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
 
+    @property
+    def __array_interface__(self) -> dict:
+        """numpy's array interface over this tensor's memory (CPU tensors of numpy dtypes)."""
+        if self.device.device_type != 1:
+            raise BufferError(f"anyffi.Tensor: the tensor is on {self.device}, not the CPU")
+        d = self.dtype
+        kind = _NUMPY_KIND.get(d.code)
+        if kind is None or d.lanes != 1:
+            raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}")
+        item = d.bits // 8
+        return {
+            "version": 3,
+            "shape": self.shape,
+            "typestr": f"<{kind}{item}",
+            "data": (self.data_ptr, False),
+            "strides": tuple(s * item for s in self.strides),
+        }
+
     def numpy(self):
-        """A numpy array sharing this tensor's memory (CPU tensors)."""
+        """A writable numpy array sharing this tensor's memory (CPU tensors); it keeps the tensor
+        alive (a borrowed view only as long as its owner)."""
         import numpy as np
 
-        if self._h:
-            return np.from_dlpack(self)
-        return _view_to_numpy(self)
+        return np.asarray(self)
 
     def __len__(self) -> int:
         s = self.shape
@@ -260,36 +322,7 @@ class Tensor(Object):
 _marshal.DLTENSOR_VIEW.append(Tensor._view)
 
 
-def _view_to_numpy(t: Tensor):
-    import numpy as np
-
-    if t.device.device_type != 1:
-        raise BufferError(f"anyffi.Tensor.numpy: the view is on {t.device}, not the CPU")
-    dt = np.dtype(_numpy_name(t.dtype))
-    shape, strides = t.shape, t.strides
-    item = dt.itemsize
-    if 0 in shape:
-        return np.empty(shape, dt)
-    lo = hi = 0
-    for d, s in zip(shape, strides):
-        if s < 0:
-            lo += (d - 1) * s
-        else:
-            hi += (d - 1) * s
-    span = (hi - lo + 1) * item
-    buf = (ctypes.c_uint8 * span).from_address(t.data_ptr + lo * item)
-    flat = np.frombuffer(buf, dtype=np.uint8)
-    return np.lib.stride_tricks.as_strided(
-        flat[-lo * item :].view(dt), shape=shape, strides=tuple(s * item for s in strides)
-    )
-
-
-def _numpy_name(d: dtype) -> str:
-    if d.lanes != 1:
-        raise TypeError(f"numpy has no vector dtype {d}")
-    if d.code == 6 or str(d) == "bool":
-        return "bool"
-    return str(d)
+_NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> numpy kind
 
 
 # -- capsule destructor: frees a managed tensor nobody consumed ---------------------------------

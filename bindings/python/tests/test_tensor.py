@@ -103,11 +103,22 @@ def test_from_dlpack_and_back_is_zero_copy():
 def test_tensor_keeps_count_while_exported():
     t = anyffi.from_dlpack(np.zeros(3))
     assert t.use_count == 1
-    y = t.numpy()
+    y = np.from_dlpack(t)
     assert t.use_count == 2  # the exported managed tensor holds a reference
     del y
     gc.collect()
     assert t.use_count == 1
+
+
+def test_numpy_view_keeps_tensor_alive():
+    t = anyffi.from_dlpack(np.arange(3.0))
+    ref = weakref.ref(t)
+    y = t.numpy()
+    del t
+    gc.collect()
+    assert ref() is not None  # the array's base is the Tensor
+    y[0] = 5.0  # writable, on every numpy version
+    assert ref().numpy()[0] == 5.0
 
 
 @pytest.mark.parametrize("max_version", [None, (1, 0), (1, 3)])
