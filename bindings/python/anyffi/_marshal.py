@@ -131,10 +131,15 @@ def _small(b: bytes) -> int:
     return int.from_bytes(b, "little")
 
 
-# Short strings seen as arguments -> their two SmallStr cells (type word with the length, value);
-# Function.__call__ looks here first. Bounded: cleared when full.
-SMALL_STR: dict[str, tuple[int, int]] = {}
-SMALL_STR_MAX = 4096
+# Strings seen as arguments -> their two cells, ready to copy: a SmallStr (type word with the
+# length, value), or for longer ones a RawStr view of UTF-8 bytes this module keeps for good.
+# Function.__call__ looks here first. Never evicted (a view may be in use by a call on another
+# thread), so bounded instead: at most STR_CELLS_MAX strings, long ones up to STR_CELLS_LONG bytes
+# (~1 MB in all); others take the uncached path.
+STR_CELLS: dict[str, tuple[int, int]] = {}
+STR_CELLS_MAX = 4096
+STR_CELLS_LONG = 256
+_STR_BYTES: list[bytes] = []  # the bytes behind cached RawStr cells
 
 
 def conv_str(a: str, k: int, fr: Frame) -> None:
@@ -145,14 +150,17 @@ def conv_str(a: str, k: int, fr: Frame) -> None:
     Q = fr.Q
     if n <= 7:
         cells = (_capi.kSmallStr | (n << 32), _small(b))
-        if len(SMALL_STR) >= SMALL_STR_MAX:
-            SMALL_STR.clear()
-        SMALL_STR[a] = cells
+        if len(STR_CELLS) < STR_CELLS_MAX:
+            STR_CELLS[a] = cells
         Q[k], Q[k + 1] = cells
     elif _BYTES_OFF >= 0 and b"\0" not in b:
-        fr.keep.append(b)
-        Q[k] = _capi.kRawStr
-        Q[k + 1] = id(b) + _BYTES_OFF
+        cells = (_capi.kRawStr, id(b) + _BYTES_OFF)
+        if n <= STR_CELLS_LONG and len(STR_CELLS) < STR_CELLS_MAX:
+            _STR_BYTES.append(b)
+            STR_CELLS[a] = cells
+        else:
+            fr.keep.append(b)
+        Q[k], Q[k + 1] = cells
     else:
         check_call(_capi.TVMFFIStringFromByteArray(_capi.byte_array(b), fr.cell_addr(k)))
         if Q[k] == _capi.kStr:

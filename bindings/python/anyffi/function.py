@@ -34,7 +34,7 @@ _FunctionCall = _capi.TVMFFIFunctionCall
 _FunctionCallKeepGIL = _capi.TVMFFIFunctionCallKeepGIL
 _conv_object = _marshal.conv_object
 _conv_str = _marshal.conv_str
-_SMALL_STR = _marshal.SMALL_STR
+_STR_CELLS = _marshal.STR_CELLS
 _byref, _c_char = ctypes.byref, ctypes.c_char
 
 
@@ -112,7 +112,7 @@ class Function(Object):
                         Q[k] = 3
                         D[k + 1] = a
                     elif t is str:
-                        cells = _SMALL_STR.get(a)
+                        cells = _STR_CELLS.get(a)
                         if cells is None:
                             _conv_str(a, k, fr)
                         else:

@@ -203,3 +203,16 @@ def test_opaque_fallback_does_not_shadow_object_subclasses(t):
     r = t.echo(g)  # must travel as the object, not as an opaque Python object
     assert isinstance(r, anyffi.Function) and r.same_as(f)
     assert g() == 7
+
+
+def test_string_cell_cache_is_bounded(t, monkeypatch):
+    from anyffi import _marshal
+
+    monkeypatch.setattr(_marshal, "STR_CELLS_MAX", len(_marshal.STR_CELLS) + 2)
+    words = [f"cache probe string number {i}" for i in range(10)] + [f"s{i}" for i in range(10)]
+    for _ in range(3):
+        for w in words:
+            assert t.echo(w) == w
+    assert len(_marshal.STR_CELLS) <= _marshal.STR_CELLS_MAX
+    long = "x" * (_marshal.STR_CELLS_LONG + 1)  # too long to cache: a per-call view
+    assert t.echo(long) == long and long not in _marshal.STR_CELLS
