@@ -33,6 +33,12 @@ enum Imp {
     },
     /// `cell.safe_call` is the caller's own function, called with the function handle.
     Direct,
+    /// An exported symbol of a loaded library, called with a NULL handle; `keep` (the module)
+    /// keeps the library loaded.
+    Symbol {
+        call: TVMFFISafeCallType,
+        _keep: ObjectRef<crate::object::Object>,
+    },
 }
 
 /// Payload of `ffi.Function`.
@@ -141,6 +147,27 @@ unsafe extern "C" fn foreign_trampoline(
     unsafe { call(self_, args, num_args, result) }
 }
 
+unsafe extern "C" fn symbol_trampoline(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> c_int {
+    // SAFETY: installed only in FunctionObj values of kind Symbol.
+    let obj = unsafe { &*(handle as *const FunctionObj) };
+    let Imp::Symbol {
+        call: Some(call), ..
+    } = obj.imp
+    else {
+        set_raised(Error::internal(
+            "ffi.Function: library symbol without an address",
+        ));
+        return -1;
+    };
+    // SAFETY: exported library functions are called with a NULL self, as the official loader does.
+    unsafe { call(ptr::null_mut(), args, num_args, result) }
+}
+
 /// Owning handle to an `ffi.Function`.
 pub type Function = ObjectRef<FunctionObj>;
 
@@ -200,6 +227,22 @@ impl ObjectRef<FunctionObj> {
             },
             imp,
         }))
+    }
+
+    /// A function over an exported `__tvm_ffi_<name>` symbol, called with a NULL handle; `keep`
+    /// (the module that loaded it) stays alive as long as the function.
+    pub fn from_symbol(
+        call: TVMFFISafeCallType,
+        keep: ObjectRef<crate::object::Object>,
+    ) -> Function {
+        make_object(FunctionObj {
+            header: TVMFFIObject::new::<FunctionObj>(),
+            cell: TVMFFIFunctionCell {
+                safe_call: Some(symbol_trampoline),
+                cpp_call: ptr::null_mut(),
+            },
+            imp: Imp::Symbol { call, _keep: keep },
+        })
     }
 
     /// Calls with borrowed arguments; the result is owned.
@@ -344,7 +387,7 @@ pub fn signature(name: &str, params: &[&str], ret: &str) -> String {
 #[cold]
 fn arg_count_error(name: &str, params: &[&str], ret: &str, got: usize) -> Error {
     Error::type_error(format!(
-        "Mismatched number of arguments when calling: `{}`. Expected {} but got {}",
+        "Mismatched number of arguments when calling: `{}`. Expected {} but got {} arguments",
         signature(name, params, ret),
         params.len(),
         got
@@ -361,13 +404,25 @@ fn arg_type_error(name: &str, params: &[&str], ret: &str, i: usize, got: &AnyVie
     ))
 }
 
+/// The name a signature shows for a schema type name, as the official signatures spell them.
+fn type_str(schema_name: &str) -> &str {
+    match schema_name {
+        "ffi.String" => "str",
+        "ffi.Bytes" => "bytes",
+        other => other,
+    }
+}
+
 fn return_type_name(schema: &str) -> String {
-    // The schema is `{"type":"X"...}`; the name is X.
-    schema
+    // The schema is `{"type":"X"...}`; the name is X (None returns print as `void`).
+    let name = schema
         .strip_prefix("{\"type\":\"")
         .and_then(|s| s.split('"').next())
-        .unwrap_or("Any")
-        .to_string()
+        .unwrap_or("Any");
+    match name {
+        "None" => "void".to_string(),
+        n => type_str(n).to_string(),
+    }
 }
 
 macro_rules! typed_fn {
@@ -395,7 +450,7 @@ macro_rules! typed_fn {
                 self($($a),*).into_result()
             }
             fn param_names() -> Vec<&'static str> {
-                vec![$($a::TYPE_NAME),*]
+                vec![$(type_str($a::TYPE_NAME)),*]
             }
             fn type_schema() -> String {
                 let params: Vec<String> = vec![$($a::schema()),*];

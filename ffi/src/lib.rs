@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod any;
+pub mod array;
 pub mod backtrace;
 pub mod bigint;
 pub mod capi;
@@ -17,16 +18,25 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod function;
+pub mod hash;
+pub mod list;
+pub mod map;
+pub mod map_base;
 pub mod object;
 pub mod opaque;
+pub mod sentinel;
+pub mod seq;
 pub mod shape;
 pub mod string;
 pub mod tensor;
 pub mod type_table;
 
 pub use any::{Any, AnyView, FromAny};
+pub use array::{array_of, Array, ArrayObj};
 pub use error::{Error, Result};
 pub use function::{Function, FunctionObj, IntoAny, TypedFn};
+pub use list::{List, ListObj};
+pub use map::{Dict, DictObj, Map, MapObj};
 pub use object::{make_object, Object, ObjectRef, ObjectType, WeakRef};
 pub use shape::{Shape, ShapeObj};
 pub use string::{Bytes, BytesObj, Str, StrObj};

@@ -68,6 +68,9 @@ impl TypeEntry {
 struct Column {
     col: TVMFFITypeAttrColumn,
     values: Vec<TVMFFIAny>,
+    /// Buffers replaced by growth: readers may still hold `col.data` (reads take no lock), so
+    /// they are kept, never freed.
+    retired: Vec<Vec<TVMFFIAny>>,
 }
 
 struct Writer {
@@ -189,6 +192,13 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     table
         .register_metadata(kTVMFFIBigInt, &bigint_meta)
         .expect("ffi.BigInt metadata");
+    // Library-owned attribute entries (BigInt's key hash/equality), present before any foreign
+    // header code can hash a key.
+    for (name, index, value) in crate::hash::builtin_attr_entries() {
+        table
+            .register_attr(index, name, &value)
+            .expect("built-in type attribute");
+    }
     table
 });
 
@@ -422,6 +432,7 @@ impl Table {
                     begin_index: 0,
                 },
                 values: Vec::new(),
+                retired: Vec::new(),
             }))
         })
     }
@@ -591,39 +602,46 @@ pub fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
 
 /// `TVMFFITypeRegisterAttr`: column `name`, entry `index` = an owned copy of `value`.
 pub fn register_attr(index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
-    let t = &*TABLE;
-    let mut w = t.writer.lock();
-    let col = t.column_locked(&mut w, name);
-    if index == kTVMFFINone {
-        return Ok(());
+    TABLE.register_attr(index, name, value)
+}
+
+impl Table {
+    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+        let t = self;
+        let mut w = t.writer.lock();
+        let col = t.column_locked(&mut w, name);
+        if index == kTVMFFINone {
+            return Ok(());
+        }
+        if index < 0 || t.get(index).is_null() {
+            return Err(Error::value_error(format!(
+                "TVMFFITypeRegisterAttr: unknown type index {index} for attribute `{name}`"
+            )));
+        }
+        // SAFETY: columns are leaked and mutated only under the writer lock.
+        let col = unsafe { &mut *col };
+        let i = index as usize;
+        if i < col.values.len() && col.values[i].type_index != kTVMFFINone {
+            return Err(Error::runtime_error(format!(
+                "TVMFFITypeRegisterAttr: attribute `{name}` of type `{}` is already registered",
+                type_key_of(index)
+            )));
+        }
+        // SAFETY: the caller passes a valid view; we keep an owned copy.
+        let owned = unsafe { Any::copy_from_raw_view(value) }?.into_raw();
+        if i >= col.values.len() {
+            // The old buffer is retired, not freed: readers may still hold `col.data`.
+            let mut grown = Vec::with_capacity((i + 1).max(col.values.len() * 2).max(16));
+            grown.extend_from_slice(&col.values);
+            grown.resize(i + 1, TVMFFIAny::NONE);
+            let old = std::mem::replace(&mut col.values, grown);
+            col.retired.push(old);
+        }
+        col.values[i] = owned;
+        col.col.data = col.values.as_ptr();
+        col.col.size = col.values.len() as i32;
+        Ok(())
     }
-    if index < 0 || t.get(index).is_null() {
-        return Err(Error::value_error(format!(
-            "TVMFFITypeRegisterAttr: unknown type index {index} for attribute `{name}`"
-        )));
-    }
-    // SAFETY: columns are leaked and mutated only under the writer lock.
-    let col = unsafe { &mut *col };
-    let i = index as usize;
-    if i < col.values.len() && col.values[i].type_index != kTVMFFINone {
-        return Err(Error::runtime_error(format!(
-            "TVMFFITypeRegisterAttr: attribute `{name}` of type `{}` is already registered",
-            type_key_of(index)
-        )));
-    }
-    // SAFETY: the caller passes a valid view; we keep an owned copy.
-    let owned = unsafe { Any::copy_from_raw_view(value) }?.into_raw();
-    if i >= col.values.len() {
-        // The old buffer is leaked, not freed: readers may still hold `col.data` (no lock on reads).
-        let mut grown = Vec::with_capacity((i + 1).max(col.values.len() * 2).max(16));
-        grown.extend_from_slice(&col.values);
-        grown.resize(i + 1, TVMFFIAny::NONE);
-        std::mem::forget(std::mem::replace(&mut col.values, grown));
-    }
-    col.values[i] = owned;
-    col.col.data = col.values.as_ptr();
-    col.col.size = col.values.len() as i32;
-    Ok(())
 }
 
 /// `TVMFFIGetTypeAttrColumn`: the stable column pointer, or NULL when no such column exists.

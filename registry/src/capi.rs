@@ -255,7 +255,8 @@ pub unsafe extern "C" fn TVMFFIEnvModLookupFromImports(
         let out = non_null(out, "TVMFFIEnvModLookupFromImports", "out")? as *mut *mut c_void;
         // SAFETY: the caller passes a NUL-terminated name.
         let name = unsafe { c_str_arg(func_name, "TVMFFIEnvModLookupFromImports", "func_name") }?;
-        let f = env::lookup_from_imports(library_ctx, name)?;
+        // SAFETY: the context is the module our loader wrote into the library.
+        let f = unsafe { env::lookup_from_imports(library_ctx, name) }?;
         // SAFETY: checked out-parameter.
         unsafe { *out = f as *mut c_void };
         Ok(())

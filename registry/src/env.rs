@@ -70,6 +70,17 @@ pub fn set_tensor_allocator(
     prev
 }
 
+/// Sets the process-wide allocator only if none is set (the runtime's default, installed at
+/// library load without touching any thread's own allocator); whether it was installed.
+pub fn set_default_tensor_allocator(a: DLPackManagedTensorAllocator) -> bool {
+    let mut global = GLOBAL_ALLOCATOR.lock();
+    if global.is_some() {
+        return false;
+    }
+    *global = a;
+    true
+}
+
 /// The thread-local allocator if set, else the process-wide one.
 pub fn tensor_allocator() -> DLPackManagedTensorAllocator {
     TLS_ALLOCATOR.with(|c| c.get()).or(*GLOBAL_ALLOCATOR.lock())
@@ -320,12 +331,21 @@ pub fn register_system_lib_symbol(name: &str, sym: *mut c_void) {
     m.insert(name.to_string(), sym as usize);
 }
 
-/// `TVMFFIEnvModLookupFromImports`: the function `name` (borrowed), searched in the global
-/// registry (module imports join the search once modules are loaded by this library).
-pub fn lookup_from_imports(
-    _library_ctx: *mut c_void,
+/// `TVMFFIEnvModLookupFromImports`: the function `name` (borrowed) for the library whose
+/// context is `library_ctx` (the module the loader wrote into `__tvm_ffi__library_ctx`): its
+/// imports first, then the global registry. With a NULL context only the registry is searched.
+///
+/// # Safety
+/// `library_ctx` must be NULL or a live `ffi.Module` created by this library's loader.
+pub unsafe fn lookup_from_imports(
+    library_ctx: *mut c_void,
     name: &str,
 ) -> Result<*mut anyffi::abi::TVMFFIObject> {
+    if let Some(p) = std::ptr::NonNull::new(library_ctx as *mut crate::module::ModuleObj) {
+        // SAFETY: per the caller, a live module; we take our own reference for the lookup.
+        let m = unsafe { anyffi::ObjectRef::from_raw_borrowed(p) };
+        return m.lookup_from_imports(name);
+    }
     crate::global::get_global_borrowed(name).ok_or_else(|| {
         Error::runtime_error(format!(
             "Cannot find function {name} in the imported modules or global registry."

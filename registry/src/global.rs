@@ -43,6 +43,22 @@ impl Registrar<'_> {
             .insert(name.into(), packed_entry(doc, Function::from_packed(f)));
     }
 
+    /// Adds a packed function that reads its arguments by hand (borrowing them, for hot paths)
+    /// but is described by the type schema of the typed signature `Args -> R` it implements.
+    pub fn packed_as<Args, S: TypedFn<Args>, F>(
+        &mut self,
+        name: &str,
+        doc: &str,
+        _signature: S,
+        f: F,
+    ) where
+        F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
+    {
+        let mut entry = packed_entry(doc, Function::from_packed(f));
+        entry.metadata = metadata_json(&S::type_schema());
+        self.0.insert(name.into(), entry);
+    }
+
     /// Adds a typed function with its type schema.
     pub fn typed<Args, F: TypedFn<Args>>(&mut self, name: &str, doc: &str, f: F) {
         self.0

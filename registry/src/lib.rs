@@ -10,5 +10,6 @@ pub mod builtins;
 pub mod capi;
 pub mod env;
 pub mod global;
+pub mod module;
 
 pub use global::{get_global, register_global, register_packed, register_typed, GlobalEntry};

@@ -265,6 +265,15 @@ static int test_allocator(DLTensor* proto, DLManagedTensorVersioned** out, void*
   return 0;
 }
 
+/* Whether the library under test is anyffi (it always registers anyffi.testing.*). */
+static int is_anyffi(void) {
+  TVMFFIByteArray name = {"anyffi.testing.nop", 18};
+  void* f = NULL;
+  if (TVMFFIFunctionGetGlobal(&name, &f) != 0 || f == NULL) return 0;
+  TVMFFIObjectDecRef(f);
+  return 1;
+}
+
 TEST(env_tensor_alloc) {
   DLTensor proto;
   int64_t shape[2] = {5, 6};
@@ -278,7 +287,22 @@ TEST(env_tensor_alloc) {
   proto.dtype.lanes = 1;
   proto.shape = shape;
 
+  /* anyffi goes beyond the official library with a default CPU allocator (process-wide), so
+     TVMFFIEnvTensorAlloc works with no host framework; the official library has none. */
+  if (is_anyffi()) {
+    CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() != NULL);
+    if (CHECK_OK(TVMFFIEnvTensorAlloc(&proto, &t))) {
+      DLTensor* dl = (DLTensor*)tffi_cell(t);
+      CHECK_EQ(dl->shape[1], 6);
+      REQUIRE(dl->strides != NULL);
+      CHECK_EQ(dl->strides[0], 6);
+      CHECK(dl->data != NULL);
+      CHECK_EQ((uintptr_t)dl->data % 64, 0);
+      CHECK_OK(TVMFFIObjectDecRef(t));
+    }
+  }
   /* Nothing installed. */
+  CHECK_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(NULL, 1, NULL));
   CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() == NULL);
   CHECK_RAISES(TVMFFIEnvTensorAlloc(&proto, &t), "RuntimeError", "allocator");
 
@@ -319,6 +343,8 @@ static void* allocator_thread_main(void* arg) {
 TEST(env_tensor_allocator_global_vs_thread_local) {
   pthread_t th;
   DLPackManagedTensorAllocator seen = (DLPackManagedTensorAllocator)0x1;
+  /* Start from no allocator at all (anyffi installs a process-wide default). */
+  REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(NULL, 1, NULL));
   /* Thread-local only: another thread does not see it. */
   REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(test_allocator, 0, NULL));
   REQUIRE_EQ(pthread_create(&th, NULL, allocator_thread_main, &seen), 0);

@@ -1,6 +1,8 @@
 //! The built-in global functions, one file per family; `register_all` is the one list.
 
 mod basic;
+mod containers;
+mod module;
 mod registry;
 mod testing;
 
@@ -10,5 +12,7 @@ use crate::global::Registrar;
 pub fn register_all(r: &mut Registrar<'_>) {
     registry::register(r);
     basic::register(r);
+    containers::register(r);
+    module::register(r);
     testing::register(r);
 }

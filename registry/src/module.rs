@@ -1,0 +1,368 @@
+//! `ffi.Module` (73): libraries of packed functions loaded from shared objects built against the
+//! official headers (`__tvm_ffi_<name>` symbols, metadata and doc symbols, the library context
+//! symbol), the system library, imports, and the process-lifetime keep-alive set.
+//!
+//! Rationale: a library module owns its `dlopen` handle, and every function it hands out keeps
+//! the module alive, so a library is never unloaded while one of its functions can still be
+//! called. Exported symbols are called with a NULL `self`, as the official loader does.
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr, CString};
+use std::sync::LazyLock;
+
+use anyffi::abi::{kTVMFFIModule, TVMFFIAny, TVMFFIObject, TVMFFISafeCallType};
+use anyffi::array::Array;
+use anyffi::{Any, Error, Function, ObjectRef, ObjectType, Result};
+use parking_lot::Mutex;
+
+/// Property bits of a module (`Module::kBinarySerializable`, `kRunnable`, `kCompilationExportable`).
+pub const PROPERTY_BINARY_SERIALIZABLE: i64 = 0b001;
+pub const PROPERTY_RUNNABLE: i64 = 0b010;
+
+/// Prefix of exported packed functions.
+const SYMBOL_PREFIX: &str = "__tvm_ffi_";
+const METADATA_PREFIX: &str = "__tvm_ffi__metadata_";
+const DOC_PREFIX: &str = "__tvm_ffi__doc_";
+const LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
+const LIBRARY_BIN: &str = "__tvm_ffi__library_bin";
+
+/// Where a module finds its symbols.
+enum Library {
+    /// A shared object opened with `dlopen`; closed when the module dies.
+    Dylib { handle: *mut c_void, path: String },
+    /// The system library: symbols registered with `TVMFFIEnvModRegisterSystemLibSymbol`.
+    System { prefix: String },
+}
+
+impl Library {
+    fn symbol(&self, name: &str) -> *mut c_void {
+        match self {
+            Library::Dylib { handle, .. } => {
+                let Ok(c) = CString::new(name) else {
+                    return std::ptr::null_mut();
+                };
+                // SAFETY: a live handle from dlopen and a NUL-terminated name.
+                unsafe { libc::dlsym(*handle, c.as_ptr()) }
+            }
+            Library::System { prefix } => {
+                let syms = crate::env::SYSTEM_LIB_SYMBOLS.lock();
+                let with_prefix = syms.get(&format!("{prefix}{name}"));
+                with_prefix
+                    .or_else(|| syms.get(name))
+                    .map_or(std::ptr::null_mut(), |&p| p as *mut c_void)
+            }
+        }
+    }
+
+    /// The packed-function symbol of `name` (`__tvm_ffi_<name>`, with the system prefix tried first).
+    fn function_symbol(&self, name: &str) -> *mut c_void {
+        match self {
+            Library::System { prefix } if !prefix.is_empty() => {
+                let p = self.symbol(&format!("{SYMBOL_PREFIX}{prefix}{name}"));
+                if !p.is_null() {
+                    return p;
+                }
+                self.symbol(&format!("{SYMBOL_PREFIX}{name}"))
+            }
+            _ => self.symbol(&format!("{SYMBOL_PREFIX}{name}")),
+        }
+    }
+}
+
+// A loaded library is never closed: its static initialisers may have registered global
+// functions, types or deleters whose code lives in it, and those outlive any module object
+// (the official library keeps such modules alive for the process for the same reason).
+
+/// Payload of `ffi.Module`: `imports_` (an `ffi.Array` of modules) at offset 24, as the official
+/// layout registers it, then private state.
+#[repr(C)]
+pub struct ModuleObj {
+    pub header: TVMFFIObject,
+    /// `ffi.Array` of imported modules; replaced (never mutated in place) under `imports_lock`.
+    imports: UnsafeCell<Array>,
+    imports_lock: Mutex<()>,
+    lib: Library,
+    /// Lookups through `TVMFFIEnvModLookupFromImports`, kept alive here (results are borrowed).
+    import_cache: Mutex<HashMap<String, Function>>,
+}
+
+// SAFETY: repr(C), header first, fixed static index.
+unsafe impl ObjectType for ModuleObj {
+    const TYPE_KEY: &'static str = "ffi.Module";
+    fn type_index() -> i32 {
+        kTVMFFIModule
+    }
+}
+
+// SAFETY: the dlopen handle is process-global; mutable state is behind mutexes.
+unsafe impl Send for ModuleObj {}
+// SAFETY: as above.
+unsafe impl Sync for ModuleObj {}
+
+/// Owning handle to a module.
+pub type Module = ObjectRef<ModuleObj>;
+
+fn make_module(lib: Library) -> Module {
+    anyffi::make_object(ModuleObj {
+        header: TVMFFIObject::new::<ModuleObj>(),
+        imports: UnsafeCell::new(Array::empty()),
+        imports_lock: Mutex::new(()),
+        lib,
+        import_cache: Mutex::new(HashMap::new()),
+    })
+}
+
+/// Calls a `TVMFFISafeCallType` symbol with no arguments and `self = NULL`; expects a string.
+fn call_string_symbol(sym: *mut c_void, what: &str) -> Result<String> {
+    // SAFETY: the symbol is an exported safe-call function, by the naming convention.
+    let f: unsafe extern "C" fn(*mut c_void, *const TVMFFIAny, i32, *mut TVMFFIAny) -> i32 =
+        unsafe { std::mem::transmute(sym) };
+    let mut out = Any::none();
+    // SAFETY: zero arguments, a None result slot.
+    let rc = unsafe { f(std::ptr::null_mut(), std::ptr::null(), 0, out.as_out_ptr()) };
+    if rc != 0 {
+        return Err(anyffi::error::fetch_raised(what));
+    }
+    out.get::<String>()
+}
+
+impl ModuleObj {
+    /// The kind (`library`).
+    pub fn kind(&self) -> &'static str {
+        "library"
+    }
+
+    /// The path of the loaded file, if any.
+    pub fn path(&self) -> Option<&str> {
+        match &self.lib {
+            Library::Dylib { path, .. } => Some(path),
+            Library::System { .. } => None,
+        }
+    }
+
+    /// The imported modules.
+    pub fn imports(&self) -> Vec<Module> {
+        let arr = {
+            let _g = self.imports_lock.lock();
+            // SAFETY: the array handle is only replaced under the lock we hold.
+            unsafe { (*self.imports.get()).clone() }
+        };
+        arr.iter()
+            .filter_map(|v| v.as_object_of::<ModuleObj>())
+            .collect()
+    }
+
+    fn set_imports(&self, mods: Vec<Module>) {
+        let arr = Array::from_vec(mods.into_iter().map(Any::from).collect());
+        let old = {
+            let _g = self.imports_lock.lock();
+            // SAFETY: replaced only under the lock; readers clone under it.
+            unsafe { std::mem::replace(&mut *self.imports.get(), arr) }
+        };
+        drop(old);
+    }
+}
+
+impl ModuleObj {
+    /// A new strong reference to this module.
+    fn strong_ref(&self) -> Module {
+        // SAFETY: `self` lives inside a live module object (every ModuleObj is heap-allocated
+        // behind its header); we take our own reference.
+        unsafe { ObjectRef::from_raw_borrowed(std::ptr::NonNull::from(self)) }
+    }
+
+    /// The function `name` of this module (then of its imports when `query_imports`).
+    pub fn get_function(&self, name: &str, query_imports: bool) -> Option<Function> {
+        let sym = self.lib.function_symbol(name);
+        if !sym.is_null() {
+            // SAFETY: exported packed functions have the safe-call signature.
+            let call: TVMFFISafeCallType = unsafe { std::mem::transmute(sym) };
+            return Some(Function::from_symbol(call, self.strong_ref().upcast()));
+        }
+        if query_imports {
+            return self
+                .imports()
+                .iter()
+                .find_map(|m| m.get_function(name, true));
+        }
+        None
+    }
+
+    /// Whether `name` is implemented here (or in the imports).
+    pub fn implements(&self, name: &str, query_imports: bool) -> bool {
+        !self.lib.function_symbol(name).is_null()
+            || (query_imports && self.imports().iter().any(|m| m.implements(name, true)))
+    }
+
+    fn string_symbol(
+        &self,
+        prefix: &str,
+        name: &str,
+        query_imports: bool,
+    ) -> Result<Option<String>> {
+        let sym = self.lib.symbol(&format!("{prefix}{name}"));
+        if !sym.is_null() {
+            return call_string_symbol(sym, &format!("{prefix}{name}")).map(Some);
+        }
+        if query_imports {
+            for m in self.imports() {
+                if let Some(s) = m.string_symbol(prefix, name, true)? {
+                    return Ok(Some(s));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The metadata JSON exported for `name`.
+    pub fn function_metadata(&self, name: &str, query_imports: bool) -> Result<Option<String>> {
+        self.string_symbol(METADATA_PREFIX, name, query_imports)
+    }
+
+    /// The documentation exported for `name`.
+    pub fn function_doc(&self, name: &str, query_imports: bool) -> Result<Option<String>> {
+        self.string_symbol(DOC_PREFIX, name, query_imports)
+    }
+
+    /// Adds `other` to the imports; an import that would create a cycle is a RuntimeError.
+    pub fn import_module(&self, other: &Module) -> Result<()> {
+        let mut stack = vec![other.clone()];
+        let mut seen = vec![other.as_raw()];
+        while let Some(m) = stack.pop() {
+            for i in m.imports() {
+                if !seen.contains(&i.as_raw()) {
+                    seen.push(i.as_raw());
+                    stack.push(i);
+                }
+            }
+        }
+        if seen.contains(&self.strong_ref().as_raw()) {
+            return Err(Error::runtime_error(
+                "ffi.ModuleImportModule: Cyclic dependency detected during import",
+            ));
+        }
+        let mut mods = self.imports();
+        mods.push(other.clone());
+        self.set_imports(mods);
+        Ok(())
+    }
+
+    /// Drops every import.
+    pub fn clear_imports(&self) {
+        self.set_imports(Vec::new());
+    }
+
+    /// `TVMFFIEnvModLookupFromImports`: imports first (recursively), then the global registry;
+    /// the result is cached here and returned borrowed.
+    pub fn lookup_from_imports(&self, name: &str) -> Result<*mut TVMFFIObject> {
+        if let Some(f) = self.import_cache.lock().get(name) {
+            return Ok(f.as_raw());
+        }
+        let found = self
+            .imports()
+            .iter()
+            .find_map(|m| m.get_function(name, true))
+            .or_else(|| crate::global::get_global(name))
+            .ok_or_else(|| {
+                Error::runtime_error(format!(
+                    "Cannot find function {name} in the imported modules or global registry."
+                ))
+            })?;
+        let raw = found.as_raw();
+        self.import_cache.lock().insert(name.to_string(), found);
+        Ok(raw)
+    }
+}
+
+/// Loads a shared object as a library module (`ffi.Module.load_from_file.so`).
+pub fn load_dylib(path: &str) -> Result<Module> {
+    let c = CString::new(path).map_err(|_| {
+        Error::value_error(format!(
+            "ffi.ModuleLoadFromFile: path {path:?} contains a NUL byte"
+        ))
+    })?;
+    // SAFETY: a NUL-terminated path; RTLD_LOCAL keeps the library's symbols to itself.
+    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        // SAFETY: dlerror returns a thread-local message or NULL.
+        let msg = unsafe {
+            let e = libc::dlerror();
+            if e.is_null() {
+                "unknown error".to_string()
+            } else {
+                CStr::from_ptr(e).to_string_lossy().into_owned()
+            }
+        };
+        return Err(Error::runtime_error(format!(
+            "ffi.ModuleLoadFromFile: cannot load {path}: {msg}"
+        )));
+    }
+    let lib = Library::Dylib {
+        handle,
+        path: path.to_string(),
+    };
+    if !lib.symbol(LIBRARY_BIN).is_null() {
+        return Err(Error::runtime_error(format!(
+            "ffi.ModuleLoadFromFile: {path} embeds serialized modules (`{LIBRARY_BIN}`), which anyffi cannot deserialize"
+        )));
+    }
+    for (name, sym) in crate::env::CONTEXT_SYMBOLS.lock().iter() {
+        let slot = lib.symbol(name) as *mut *mut c_void;
+        if !slot.is_null() {
+            // SAFETY: context symbols are `void*` variables of the library, by convention.
+            unsafe { *slot = *sym as *mut c_void };
+        }
+    }
+    let ctx_slot = lib.symbol(LIBRARY_CTX) as *mut *mut c_void;
+    let module = make_module(lib);
+    if !ctx_slot.is_null() {
+        // SAFETY: the library context is a `void*` variable; it receives the module, which the
+        // library only uses while it is loaded (i.e. while the module lives).
+        unsafe { *ctx_slot = module.as_raw() as *mut c_void };
+    }
+    Ok(module)
+}
+
+static SYSTEM_LIBS: LazyLock<Mutex<HashMap<String, Module>>> = LazyLock::new(Default::default);
+
+/// The system library module for `prefix` (one per prefix, created on first use).
+pub fn system_lib(prefix: &str) -> Module {
+    SYSTEM_LIBS
+        .lock()
+        .entry(prefix.to_string())
+        .or_insert_with(|| {
+            make_module(Library::System {
+                prefix: prefix.to_string(),
+            })
+        })
+        .clone()
+}
+
+/// Modules kept alive for the life of the process (`ffi.ModuleGlobalsAdd`).
+pub static MODULE_GLOBALS: Mutex<Vec<Module>> = Mutex::new(Vec::new());
+
+/// `ffi.ModuleLoadFromFile(path)`: dispatches on the extension to `ffi.Module.load_from_file.<ext>`.
+pub fn load_from_file(path: &str) -> Result<Any> {
+    let Some((_, ext)) = path.rsplit_once('.') else {
+        return Err(Error::runtime_error(format!(
+            "ffi.ModuleLoadFromFile: Failed to get file format from {path}"
+        )));
+    };
+    let ext = match ext {
+        "dll" | "dylib" | "dso" => "so",
+        e => e,
+    };
+    let loader_name = format!("ffi.Module.load_from_file.{ext}");
+    let Some(loader) = crate::global::get_global(&loader_name) else {
+        return Err(Error::runtime_error(format!(
+            "ffi.ModuleLoadFromFile: Loader for `.{ext}` files is not registered, resolved to \
+             ({loader_name}) in the global registry."
+        )));
+    };
+    let (p, f) = (Any::from(path), Any::from(ext));
+    loader.call(&[p.as_view(), f.as_view()])
+}
+
+// C++ reflection reads `imports_` at offset 24.
+const _: () = assert!(std::mem::offset_of!(ModuleObj, imports) == 24);
