@@ -1,0 +1,318 @@
+"""Containers: ``Array``/``List`` (sequences), ``Map``/``Dict`` (mappings) and ``Shape``.
+
+Reading an Array, List or Shape goes straight through the C ABI cells (``TVMFFISeqCell`` and
+``TVMFFIShapeCell`` of ``c_api.h``), so it needs no global function. Construction, mutation and
+every Map/Dict operation call the documented ``ffi.*`` globals (``ffi.Array``, ``ffi.MapGetItem``,
+...); when the loaded library lacks one, the operation raises NotImplementedError naming it.
+
+As arguments, Python lists and tuples become ``ffi.Array`` and dicts ``ffi.Map`` (built for the
+call and released after it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterable, Iterator
+
+from . import _capi, _marshal, _mem
+from .function import ffi_api
+from .object import Object, register_object
+
+Q, q = _mem.Q, _mem.q
+_from_view = _marshal.from_view
+
+# TVMFFISeqCell at header+24: data@0, size@8, capacity@16; TVMFFIShapeCell: data@0, size@8.
+
+
+def _seq_cell(h: int) -> tuple[int, int]:
+    j = (h >> 3) + 2
+    return Q[j], Q[j + 1]
+
+
+def _norm_index(i: int, n: int, what: str) -> int:
+    i = i.__index__()
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        raise IndexError(f"{what} index {i} out of range for size {n}")
+    return i
+
+
+class _Container(Object):
+    """Equality with plain Python values and repr, through ``_plain()`` (a list or a dict)."""
+
+    __slots__ = ()
+    _plain_types: tuple = ()
+
+    def _plain(self):
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Object):
+            return self.same_as(other)
+        if isinstance(other, self._plain_types):
+            plain = self._plain()
+            return plain == type(plain)(other)
+        return NotImplemented
+
+    __hash__ = Object.__hash__
+
+    def __repr__(self) -> str:
+        if not self._h:
+            return f"<anyffi.{type(self).__name__} (closed)>"
+        return f"{type(self).__name__}({self._plain()!r})"
+
+
+class _SeqBase(_Container):
+    """Shared read access of Array and List."""
+
+    __slots__ = ()
+    _ctor = ""
+    _plain_types = (list, tuple)
+
+    def __new__(cls, items: Iterable = ()):
+        return ffi_api.require(cls._ctor, f"constructing an {cls.__name__}")(*items)
+
+    def __init__(self, items: Iterable = ()):
+        pass
+
+    def __len__(self) -> int:
+        return _seq_cell(self.handle)[1]
+
+    def __getitem__(self, i):
+        data, n = _seq_cell(self.handle)
+        if isinstance(i, slice):
+            return [_from_view(_mem.qi(data) + 2 * j) for j in range(*i.indices(n))]
+        j = _norm_index(i, n, type(self).__name__)
+        # re-read the cell: the list may have been resized by a conversion callback meanwhile
+        data, n = _seq_cell(self.handle)
+        if j >= n:
+            raise IndexError(f"{type(self).__name__} index {i} out of range for size {n}")
+        return _from_view(_mem.qi(data) + 2 * j)
+
+    def __iter__(self) -> Iterator:
+        for j in range(len(self)):
+            yield self[j]
+
+    def __contains__(self, v: Any) -> bool:
+        return any(x == v for x in self)
+
+    def _plain(self) -> list:
+        return list(self)
+
+
+@register_object("ffi.Array", _capi.kArray)
+class Array(_SeqBase, Sequence):
+    """An immutable ``ffi.Array``. ``Array([1, "a", obj])``."""
+
+    __slots__ = ()
+    _ctor = "Array"
+
+
+@register_object("ffi.List", _capi.kList)
+class List(_SeqBase, Sequence):
+    """A mutable ``ffi.List`` (changes are shared with every holder of the same object)."""
+
+    __slots__ = ()
+    _ctor = "List"
+
+    def _api(self, name: str):
+        return ffi_api.require(name, "mutating a List")
+
+    def __setitem__(self, i: int, v: Any) -> None:
+        self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), v)
+
+    def __delitem__(self, i: int) -> None:
+        self._api("ListErase")(self, _norm_index(i, len(self), "List"))
+
+    def append(self, v: Any) -> None:
+        self._api("ListAppend")(self, v)
+
+    def extend(self, vs: Iterable) -> None:
+        for v in vs:
+            self.append(v)
+
+    def insert(self, i: int, v: Any) -> None:
+        n = len(self)
+        i = max(0, min(n, i + n if i < 0 else i))
+        self._api("ListInsert")(self, i, v)
+
+    def pop(self, i: int = -1) -> Any:
+        return self._api("ListPop")(self, _norm_index(i, len(self), "List"))
+
+    def clear(self) -> None:
+        self._api("ListClear")(self)
+
+    def reverse(self) -> None:
+        self._api("ListReverse")(self)
+
+
+@register_object("ffi.Shape", _capi.kShape)
+class Shape(Object, Sequence):
+    """An immutable ``ffi.Shape`` (a tuple of int64). ``Shape((2, 3))``."""
+
+    __slots__ = ()
+
+    def __new__(cls, dims: Iterable[int] = ()):
+        return ffi_api.require("Shape", "constructing a Shape")(*[int(d) for d in dims])
+
+    def __init__(self, dims: Iterable[int] = ()):
+        pass
+
+    def _dims(self) -> tuple[int, ...]:
+        data, n = _seq_cell(self.handle)
+        j = _mem.qi(data) if n else 0
+        return tuple(q[j + i] for i in range(n))
+
+    def __len__(self) -> int:
+        return _seq_cell(self.handle)[1]
+
+    def __getitem__(self, i):
+        return self._dims()[i]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dims())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Shape):
+            return self._dims() == other._dims()
+        if isinstance(other, (tuple, list)):
+            return self._dims() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._dims())
+
+    def __repr__(self) -> str:
+        return f"Shape({self._dims()!r})" if self._h else "<anyffi.Shape (closed)>"
+
+
+class _MapBase(_Container):
+    """Shared read access of Map and Dict through the ``ffi.<Prefix>*`` globals."""
+
+    __slots__ = ()
+    _prefix = ""
+    _plain_types = (dict,)
+
+    def __new__(cls, items: Any = ()):
+        pairs = items.items() if isinstance(items, Mapping) else items
+        flat = []
+        for k, v in pairs:
+            flat.append(k)
+            flat.append(v)
+        return ffi_api.require(cls._prefix, f"constructing a {cls.__name__}")(*flat)
+
+    def __init__(self, items: Any = ()):
+        pass
+
+    def _api(self, suffix: str):
+        return ffi_api.require(self._prefix + suffix, f"{type(self).__name__} access")
+
+    def __len__(self) -> int:
+        return self._api("Size")(self)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._api("GetItem")(self, key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self._api("Count")(self, key) != 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def _walk(self) -> Iterator[tuple[Any, Any]]:
+        if len(self) == 0:
+            return
+        it = self._api("ForwardIterFunctor")(self)
+        while True:
+            yield it(0), it(1)
+            if not it(2):
+                return
+
+    def __iter__(self) -> Iterator:
+        return (k for k, _ in self._walk())
+
+    def keys(self):
+        return list(self)
+
+    def values(self):
+        return [v for _, v in self._walk()]
+
+    def items(self):
+        return list(self._walk())
+
+    def _plain(self) -> dict:
+        return dict(self._walk())
+
+
+@register_object("ffi.Map", _capi.kMap)
+class Map(_MapBase, Mapping):
+    """An immutable ``ffi.Map``. ``Map({"a": 1})``."""
+
+    __slots__ = ()
+    _prefix = "Map"
+
+
+@register_object("ffi.Dict", _capi.kDict)
+class Dict(_MapBase, Mapping):
+    """A mutable ``ffi.Dict`` (changes are shared with every holder of the same object)."""
+
+    __slots__ = ()
+    _prefix = "Dict"
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._api("SetItem")(self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._api("Erase")(self, key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key in self:
+            v = self[key]
+            self._api("Erase")(self, key)
+            return v
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def clear(self) -> None:
+        self._api("Clear")(self)
+
+    def update(self, other: Any = (), **kw: Any) -> None:
+        pairs = other.items() if isinstance(other, Mapping) else other
+        for k, v in pairs:
+            self[k] = v
+        for k, v in kw.items():
+            self[k] = v
+
+
+# -- Python containers as arguments --------------------------------------------------------------
+
+
+def _conv_list(a, k: int, fr) -> None:
+    arr = ffi_api.require("Array", "passing a list or tuple")(*a)
+    h = arr._h
+    arr._h = 0  # the frame releases the reference after the call
+    fr.owned.append(h)
+    fr.Q[k] = _capi.kArray
+    fr.Q[k + 1] = h
+
+
+def _conv_dict(a: dict, k: int, fr) -> None:
+    flat = []
+    for key, v in a.items():
+        flat.append(key)
+        flat.append(v)
+    m = ffi_api.require("Map", "passing a dict")(*flat)
+    h = m._h
+    m._h = 0
+    fr.owned.append(h)
+    fr.Q[k] = _capi.kMap
+    fr.Q[k + 1] = h
+
+
+_marshal.CONVERTERS[list] = _conv_list
+_marshal.CONVERTERS[tuple] = _conv_list
+_marshal.CONVERTERS[dict] = _conv_dict

@@ -1,0 +1,81 @@
+"""``anyffi.dtype``: a data type (``DLDataType``), a ``str`` subclass carrying ``code``/``bits``/``lanes``.
+
+Parsing and printing go through the library (``TVMFFIDataTypeFromString``/``ToString``), so the
+grammar is exactly the library's: ``float32``, ``int8x4``, ``bfloat16``, ``float8_e4m3fn``, ...
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import _capi, _mem
+from .errors import check_call
+
+
+def _owned_any_text(a: _capi.TVMFFIAny) -> str:
+    """The text of an owned string Any (SmallStr or ffi.String), releasing it."""
+    if a.type_index == _capi.kSmallStr:
+        return _mem.read_str(ctypes.addressof(a) + 8, a.small_str_len)
+    if a.type_index == _capi.kStr:
+        h = a.v_int64
+        try:
+            i = _mem.qi(h + _capi.OBJ_CELL)
+            return _mem.read_str(_mem.Q[i], _mem.Q[i + 1])
+        finally:
+            _capi.TVMFFIObjectDecRef(h)
+    raise TypeError(f"expected a string, got type index {a.type_index}")
+
+
+class dtype(str):
+    """A data type. ``dtype("float32").bits == 32``; equal to its string form."""
+
+    code: int
+    bits: int
+    lanes: int
+    _packed: int
+
+    def __new__(cls, s: "str | dtype") -> "dtype":
+        if isinstance(s, dtype):
+            return s
+        if not isinstance(s, str):
+            # numpy dtypes and other objects with a name
+            s = str(getattr(s, "name", s))
+        d = _BY_TEXT.get(s)
+        if d is not None:
+            return d
+        b = s.encode()
+        out = _capi.DLDataType()
+        check_call(_capi.TVMFFIDataTypeFromString(_capi.byte_array(b), ctypes.byref(out)))
+        d = _from_packed(out.code | (out.bits << 8) | (out.lanes << 16))
+        if len(_BY_TEXT) < 4096:
+            _BY_TEXT[s] = d
+        return d
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (lanes included); sub-byte types round up."""
+        return (self.bits * self.lanes + 7) // 8
+
+    def __repr__(self) -> str:
+        return f"dtype('{str(self)}')"
+
+    def __reduce__(self):
+        return (dtype, (str(self),))
+
+
+_BY_TEXT: dict[str, dtype] = {}
+_BY_PACKED: dict[int, dtype] = {}
+
+
+def _from_packed(v: int) -> dtype:
+    """The dtype for a packed DLDataType (code | bits << 8 | lanes << 16)."""
+    d = _BY_PACKED.get(v)
+    if d is None:
+        dl = _capi.DLDataType(v & 0xFF, (v >> 8) & 0xFF, (v >> 16) & 0xFFFF)
+        out = _capi.TVMFFIAny()
+        check_call(_capi.TVMFFIDataTypeToString(ctypes.byref(dl), ctypes.addressof(out)))
+        d = str.__new__(dtype, _owned_any_text(out))
+        d.code, d.bits, d.lanes, d._packed = dl.code, dl.bits, dl.lanes, v
+        if len(_BY_PACKED) < 4096:
+            _BY_PACKED[v] = d
+    return d

@@ -1,0 +1,185 @@
+"""Errors across the boundary, both ways.
+
+FFI -> Python: a call that returns -1 left an ``ffi.Error`` (kind, message, backtrace) in the
+thread's slot; :func:`raise_from_raised` moves it out and raises the builtin exception named by the
+kind (``ValueError``, ``KeyError``, ...) or :class:`Error` for kinds Python does not know. The FFI
+backtrace travels as an exception note and as ``exc.__anyffi_backtrace__``.
+
+Python -> FFI: :func:`set_raised_from_python` turns an exception raised in a callback into an
+``ffi.Error`` of the same kind with the Python frames in its backtrace, so that it crosses Rust/C++
+and comes back to a Python caller as the same kind (on the same thread, as the very same object).
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import threading
+import traceback
+from . import _capi, _mem
+
+
+class Error(RuntimeError):
+    """An FFI error whose kind names no Python exception (``InternalError``, custom kinds).
+
+    ``kind`` is the error kind; ``backtrace`` the FFI backtrace (most recent call first).
+    Raise it from a callback to choose the kind the other side sees.
+    """
+
+    def __init__(self, message: str = "", kind: str = "RuntimeError", backtrace: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.backtrace = backtrace
+
+
+_KIND_TO_CLASS: dict[str, type] = {}
+_CLASS_TO_KIND: dict[type, str] = {}
+
+
+def register_error(kind: str, cls: type) -> None:
+    """Maps the error kind ``kind`` to the exception class ``cls``, both ways."""
+    _KIND_TO_CLASS[kind] = cls
+    _CLASS_TO_KIND[cls] = kind
+
+
+for _name in (
+    "ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "RuntimeError",
+    "NotImplementedError", "AssertionError", "MemoryError", "OverflowError", "ZeroDivisionError",
+    "RecursionError", "StopIteration", "LookupError", "ArithmeticError", "OSError",
+    "FileNotFoundError", "PermissionError", "TimeoutError", "UnicodeError", "KeyboardInterrupt",
+):  # fmt: skip
+    register_error(_name, getattr(builtins, _name))
+
+
+def exception_class(kind: str) -> type:
+    """The Python exception class for an FFI error kind."""
+    cls = _KIND_TO_CLASS.get(kind)
+    if cls is None:
+        cls = getattr(builtins, kind, None)
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            cls = Error
+    return cls
+
+
+def kind_of(exc: BaseException) -> str:
+    """The FFI error kind for a Python exception (its class or nearest registered base)."""
+    if isinstance(exc, Error):
+        return exc.kind
+    for cls in type(exc).__mro__:
+        kind = _CLASS_TO_KIND.get(cls)
+        if kind is not None:
+            return kind
+    return "RuntimeError"
+
+
+# -- reading an ffi.Error object ------------------------------------------------------------------
+# TVMFFIErrorCell at header+24: kind@0, message@16, backtrace@32 (each a TVMFFIByteArray).
+
+
+def _cell_text(h: int, off: int) -> str:
+    Q = _mem.Q
+    i = _mem.qi(h + _capi.OBJ_CELL + off)
+    return _mem.read_bytes(Q[i], Q[i + 1]).decode("utf-8", "replace")
+
+
+def error_parts(h: int) -> tuple[str, str, str]:
+    """(kind, message, backtrace) of the ``ffi.Error`` object ``h`` (borrowed)."""
+    return _cell_text(h, 0), _cell_text(h, 16), _cell_text(h, 32)
+
+
+# The last Python exception sent out of a callback on this thread, with the error handle made for
+# it: when that error comes back to Python, the original exception object is raised again.
+_tls = threading.local()
+
+
+_NOTE_HEAD = "FFI backtrace (most recent call last):"
+
+
+def _is_ctypes_frame(line: str) -> bool:
+    # the frames of the ctypes call itself carry no information about the error
+    return "/_ctypes/" in line or line.endswith(" in ffi_call") or line.endswith(" in ffi_call_unix64")
+
+
+def _backtrace_note(backtrace: str) -> str:
+    lines = [ln for ln in backtrace.splitlines() if ln.strip() and not _is_ctypes_frame(ln)]
+    lines.reverse()  # FFI order is most recent first; Python prints most recent last
+    return _NOTE_HEAD + "\n" + "\n".join(lines)
+
+
+def exception_from_error(h: int) -> BaseException:
+    """A Python exception for the ``ffi.Error`` ``h`` (borrowed)."""
+    kind, message, backtrace = error_parts(h)
+    sent = getattr(_tls, "sent", None)
+    if sent is not None and sent[0] == h:
+        _tls.sent = None
+        exc = sent[1]
+        if sent[2] == message and kind_of(exc) == kind:
+            _attach_backtrace(exc, backtrace)
+            return exc
+    cls = exception_class(kind)
+    exc = cls(message, kind, backtrace) if cls is Error else cls(message)
+    _attach_backtrace(exc, backtrace)
+    return exc
+
+
+def _attach_backtrace(exc: BaseException, backtrace: str) -> None:
+    """Records the FFI backtrace on ``exc`` and shows it as its (single) FFI note."""
+    exc.__anyffi_backtrace__ = backtrace
+    notes = [n for n in getattr(exc, "__notes__", ()) if not n.startswith(_NOTE_HEAD)]
+    if backtrace:
+        notes.append(_backtrace_note(backtrace))
+    if notes or hasattr(exc, "__notes__"):
+        exc.__notes__ = notes  # what BaseException.add_note (3.11+) appends to
+
+
+def raise_from_raised(rc: int = -1) -> None:
+    """Raises the error the last failed call left in this thread's slot."""
+    out = ctypes.c_void_p()
+    _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(out))
+    h = out.value
+    if not h:
+        raise Error(f"an FFI call failed (return code {rc}) without raising an error", "InternalError")
+    try:
+        exc = exception_from_error(h)
+    finally:
+        _capi.TVMFFIObjectDecRef(h)
+    raise exc
+
+
+def check_call(rc: int) -> None:
+    """Raises the pending FFI error when ``rc`` is not 0."""
+    if rc != 0:
+        raise_from_raised(rc)
+
+
+# -- Python -> FFI ----------------------------------------------------------------------------------
+
+
+def python_backtrace(exc: BaseException) -> str:
+    """The traceback of ``exc`` in the FFI format, most recent call first."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return "".join(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n' for f in reversed(frames))
+
+
+def make_error(kind: str, message: str, backtrace: str) -> int:
+    """A new ``ffi.Error`` object (new reference)."""
+    k, m, b = kind.encode(), message.encode("utf-8", "replace"), backtrace.encode("utf-8", "replace")
+    out = ctypes.c_void_p()
+    if _capi.TVMFFIErrorCreate(_capi.byte_array(k), _capi.byte_array(m), _capi.byte_array(b), ctypes.byref(out)):
+        raise MemoryError("TVMFFIErrorCreate failed")
+    return out.value
+
+
+def set_raised_from_python(exc: BaseException) -> None:
+    """Stores ``exc`` as this thread's raised FFI error (for a callback about to return -1)."""
+    kind = kind_of(exc)
+    message = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
+    backtrace = python_backtrace(exc)
+    prior = getattr(exc, "__anyffi_backtrace__", "")
+    if prior:
+        backtrace += prior
+    h = make_error(kind, message, backtrace)
+    _capi.TVMFFIErrorSetRaised(h)
+    _tls.sent = (h, exc, message)
+    _capi.TVMFFIObjectDecRef(h)
+

@@ -1,0 +1,209 @@
+"""``anyffi.Object``: a Python owner of one strong reference to an FFI object.
+
+An ``Object`` holds the handle (the object header address) in ``_h``. It releases its reference
+when collected (``__del__``) or when ``close()`` is called; ``close()`` is idempotent, and a closed
+object raises ValueError when used. ``_from_owned`` adopts a reference the caller already owns;
+``_from_borrowed`` takes a new one.
+
+Python classes are chosen by type index: :func:`register_object` maps a type key to a class, and
+objects of an unregistered type get the class of their nearest registered ancestor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Callable, Optional, TypeVar
+
+from . import _capi, _mem
+from .errors import check_call
+
+_Q, _I = _mem.Q, _mem.I
+_IncRef = _capi.TVMFFIObjectIncRef
+_DecRef = _capi.TVMFFIObjectDecRef
+
+
+def handle_type_index(h: int) -> int:
+    """The type index in the header of object ``h`` (``type_index`` sits at header+8)."""
+    return _I[h >> 2]
+
+
+class Object:
+    """A reference-counted FFI object (type ``ffi.Object`` and every object type below it)."""
+
+    __slots__ = ("_h", "__weakref__")
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} objects come from FFI calls; they cannot be constructed directly")
+
+    @classmethod
+    def _from_owned(cls, h: int):
+        """Wraps ``h``, adopting the strong reference the caller owns."""
+        o = object.__new__(cls)
+        o._h = h
+        return o
+
+    @classmethod
+    def _from_borrowed(cls, h: int):
+        """Wraps ``h``, taking a new strong reference."""
+        _IncRef(h)
+        return cls._from_owned(h)
+
+    def __del__(self, _dec=_DecRef):
+        h = getattr(self, "_h", 0)
+        if h:
+            self._h = 0
+            _dec(h)
+
+    def _conv_without_handle(self, k: int, fr) -> None:
+        """Writes this handle-less object as argument cell ``k`` of frame ``fr`` (closed: an error)."""
+        raise ValueError(f"cannot pass a closed {type(self).__name__}")
+
+    def close(self) -> None:
+        """Releases the reference now; later uses raise ValueError. Idempotent."""
+        h = self._h
+        if h:
+            self._h = 0
+            _DecRef(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def handle(self) -> int:
+        """The object address (borrowed). ValueError when closed."""
+        h = self._h
+        if not h:
+            raise ValueError(f"{type(self).__name__}: the handle is closed")
+        return h
+
+    @property
+    def type_index(self) -> int:
+        return handle_type_index(self.handle)
+
+    @property
+    def type_key(self) -> str:
+        return type_key_of(self.type_index)
+
+    @property
+    def use_count(self) -> int:
+        """The strong reference count (low 32 bits of the header's first word)."""
+        return _Q[_mem.qi(self.handle)] & 0xFFFFFFFF
+
+    def same_as(self, other: object) -> bool:
+        """Whether ``other`` refers to the very same FFI object."""
+        return isinstance(other, Object) and other._h == self._h and self._h != 0
+
+    def __eq__(self, other: object) -> bool:
+        return self.same_as(other)
+
+    def __hash__(self) -> int:
+        return hash(self._h)
+
+    def __repr__(self) -> str:
+        if not self._h:
+            return f"<{type(self).__name__} (closed)>"
+        return f"<{type(self).__name__} {self.type_key} at 0x{self._h:x}>"
+
+
+# -- the type table --------------------------------------------------------------------------------
+
+_KEY_BY_INDEX: dict[int, str] = {}
+
+
+def type_info(type_index: int) -> int:
+    """The address of the ``TVMFFITypeInfo`` of a type index known to exist."""
+    p = _capi.TVMFFIGetTypeInfo(type_index)
+    if not p:
+        raise ValueError(f"no type registered at index {type_index}")
+    return p
+
+
+def type_key_of(type_index: int) -> str:
+    """The type key of a registered type index."""
+    key = _KEY_BY_INDEX.get(type_index)
+    if key is None:
+        i = _mem.qi(type_info(type_index) + _capi.TYPEINFO_KEY)
+        key = _KEY_BY_INDEX[type_index] = _mem.read_str(_Q[i], _Q[i + 1])
+    return key
+
+
+def type_key_to_index(type_key: str) -> Optional[int]:
+    """The type index registered for ``type_key``, or None."""
+    b = type_key.encode()
+    out = ctypes.c_int32()
+    if _capi.TVMFFITypeKeyToIndex(_capi.byte_array(b), ctypes.byref(out)) != 0:
+        # A missing key leaves an error in the slot; take it out so it cannot be mistaken later.
+        err = ctypes.c_void_p()
+        _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(err))
+        _DecRef(err.value)
+        return None
+    return out.value
+
+
+def _ancestors(type_index: int) -> list[int]:
+    """Type indices of the ancestors of ``type_index``, nearest first."""
+    info = type_info(type_index)
+    depth = _I[((info + _capi.TYPEINFO_DEPTH) >> 2) - 2]
+    arr = _Q[_mem.qi(info + _capi.TYPEINFO_ANCESTORS)]
+    out = []
+    for d in range(depth - 1, -1, -1):
+        anc = _Q[_mem.qi(arr + 8 * d)]
+        out.append(_I[(anc >> 2) - 2])
+    return out
+
+
+_CLASS_BY_INDEX: dict[int, type] = {_capi.kObject: Object}
+_PENDING_KEYS: dict[str, type] = {}
+
+T = TypeVar("T", bound=type)
+
+
+def register_object(type_key: str, type_index: Optional[int] = None) -> Callable[[T], T]:
+    """Class decorator: objects of ``type_key`` (and its unregistered descendants) get this class."""
+
+    def register(cls: T) -> T:
+        ti = type_index if type_index is not None else type_key_to_index(type_key)
+        if ti is None:
+            _PENDING_KEYS[type_key] = cls  # registered later by the library (modules, plugins)
+        else:
+            _CLASS_BY_INDEX[ti] = cls
+            _CLASS_CACHE.clear()
+        cls._type_key = type_key
+        return cls
+
+    return register
+
+
+_CLASS_CACHE: dict[int, type] = {}
+
+
+def class_of(type_index: int) -> type:
+    """The Python class for objects of ``type_index``."""
+    cls = _CLASS_CACHE.get(type_index)
+    if cls is not None:
+        return cls
+    cls = _CLASS_BY_INDEX.get(type_index)
+    if cls is None and _PENDING_KEYS:
+        cls = _PENDING_KEYS.pop(type_key_of(type_index), None)
+        if cls is not None:
+            _CLASS_BY_INDEX[type_index] = cls
+    if cls is None:
+        cls = Object
+        for anc in _ancestors(type_index):
+            c = _CLASS_BY_INDEX.get(anc)
+            if c is not None:
+                cls = c
+                break
+    _CLASS_CACHE[type_index] = cls
+    return cls
+
+
+def wrap_object(h: int) -> Object:
+    """An owner of ``h`` (a new reference the caller gives away) as the class of its type."""
+    return class_of(_I[h >> 2])._from_owned(h)
+
+
+__all__ = ["Object", "register_object", "type_key_of", "type_key_to_index", "check_call"]

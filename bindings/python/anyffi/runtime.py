@@ -1,0 +1,125 @@
+"""``anyffi.runtime``: the device runtime (the ``runtime.*`` global functions).
+
+Devices are :class:`anyffi.Device` values (``anyffi.device("cuda", 0)``, or a name), pointers and
+streams ``ctypes.c_void_p``, memcpy kinds 0..3 = H2H, H2D, D2H, D2D. Each wrapper calls the global
+of the same name; a library built without the runtime raises NotImplementedError naming it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Iterable, Union
+
+from .container import Shape
+from .device import Device, device
+from .dtype import dtype
+from .function import GlobalFunctions
+from .tensor import Tensor
+
+api = GlobalFunctions("runtime")
+
+H2H, H2D, D2H, D2D = 0, 1, 2, 3
+
+DeviceLike = Union[Device, str, int]
+
+
+def _dev(d: DeviceLike) -> Device:
+    return device(d)
+
+
+def _ptr(p: Any) -> ctypes.c_void_p:
+    if isinstance(p, ctypes.c_void_p):
+        return p
+    if isinstance(p, Tensor):
+        return ctypes.c_void_p(p.data_ptr)
+    if p is None or isinstance(p, int):
+        return ctypes.c_void_p(p)
+    raise TypeError(f"expected a pointer (ctypes.c_void_p or int), got {type(p).__name__}")
+
+
+def _call(name: str, *args: Any) -> Any:
+    return api.require(name, "the device runtime")(*args)
+
+
+def device_count(device_type: Union[str, int]) -> int:
+    """How many devices of this type exist (0 when the backend is missing)."""
+    dt = device(device_type).device_type if isinstance(device_type, str) else int(device_type)
+    return _call("device_count", dt)
+
+
+def set_device(d: DeviceLike) -> None:
+    _call("set_device", _dev(d))
+
+
+def device_synchronize(d: DeviceLike) -> None:
+    _call("device_synchronize", _dev(d))
+
+
+def stream_create(d: DeviceLike) -> ctypes.c_void_p:
+    return _call("stream_create", _dev(d))
+
+
+def stream_destroy(d: DeviceLike, stream: Any) -> None:
+    _call("stream_destroy", _dev(d), _ptr(stream))
+
+
+def stream_synchronize(d: DeviceLike, stream: Any) -> None:
+    _call("stream_synchronize", _dev(d), _ptr(stream))
+
+
+def malloc_device(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
+    return _call("malloc_device", _dev(d), int(nbytes))
+
+
+def free_device(d: DeviceLike, ptr: Any) -> None:
+    _call("free_device", _dev(d), _ptr(ptr))
+
+
+def malloc_host(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
+    return _call("malloc_host", _dev(d), int(nbytes))
+
+
+def free_host(d: DeviceLike, ptr: Any) -> None:
+    _call("free_host", _dev(d), _ptr(ptr))
+
+
+def memcpy(dst: Any, src: Any, nbytes: int, kind: int) -> None:
+    _call("memcpy", _ptr(dst), _ptr(src), int(nbytes), int(kind))
+
+
+def memcpy_async(dst: Any, src: Any, nbytes: int, kind: int, stream: Any) -> None:
+    _call("memcpy_async", _ptr(dst), _ptr(src), int(nbytes), int(kind), _ptr(stream))
+
+
+# -- tensors ------------------------------------------------------------------------------------
+
+
+def empty(shape: Iterable[int], dt: Union[str, dtype] = "float32", d: DeviceLike = "cpu") -> Tensor:
+    """A new uninitialised contiguous tensor."""
+    return _call("empty", Shape(shape), dtype(dt), _dev(d))
+
+
+def view(t: Any, shape: Iterable[int]) -> Tensor:
+    """The same memory with another shape (no copy; an error when the strides do not allow it)."""
+    return _call("view", t, Shape(shape))
+
+
+def permute(t: Any, order: Iterable[int]) -> Tensor:
+    return _call("permute", t, Shape(order))
+
+
+def slice(t: Any, dim: int, start: int, end: int) -> Tensor:  # noqa: A001 - the runtime's name
+    return _call("slice", t, int(dim), int(start), int(end))
+
+
+def contiguous(t: Any) -> Tensor:
+    return _call("contiguous", t)
+
+
+def to_device(t: Any, d: DeviceLike) -> Tensor:
+    return _call("to_device", t, _dev(d))
+
+
+def copy_(dst: Any, src: Any) -> None:
+    """Copies ``src`` into ``dst`` (same shape and dtype), across devices when needed."""
+    _call("copy_", dst, src)

@@ -1,0 +1,403 @@
+"""``anyffi.Tensor`` and DLPack, both ways, with no copies.
+
+* Arguments: a numpy array (or any ``__dlpack__`` producer) is passed as a borrowed ``DLTensor*``
+  view (type index 7): the producer's own capsule is made, its ``DLTensor`` handed to the callee,
+  and the capsule dropped after the call (its deleter frees the producer's bookkeeping). No
+  ``ffi.Tensor`` object is allocated.
+* :func:`from_dlpack` makes an owning ``ffi.Tensor`` (``TVMFFITensorFromDLPack[Versioned]``).
+* ``Tensor.__dlpack__`` exports one (``TVMFFITensorToDLPack[Versioned]``), so ``numpy.from_dlpack``
+  and ``torch.from_dlpack`` take anyffi tensors. ``Tensor.numpy()`` goes through
+  ``__array_interface__`` instead: writable on every numpy version (numpy < 2.1 marks DLPack imports
+  read-only), valid for borrowed views too, and the array keeps the Tensor alive.
+* Arrays that cannot export through DLPack (read-only arrays on numpy < 2.1) are passed through a
+  ``DLTensor`` built from their ``__array_interface__``.
+
+A ``Tensor`` either owns an ``ffi.Tensor`` object, or (in a callback that received a ``DLTensor*``
+argument, or from a function returning one) is a view of a ``DLTensor`` owned by someone else,
+valid only as long as that someone keeps it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional
+
+from . import _capi, _marshal, _mem
+from . import function as _function
+from .device import Device, _device_from_packed
+from .dtype import _from_packed as _dtype_from_packed
+from .dtype import dtype
+from .errors import check_call
+from .object import Object, register_object
+
+Q, I = _mem.Q, _mem.I
+qi = _mem.qi
+
+_CAPSULE_POINTER = 16  # PyCapsule: PyObject_HEAD, void* pointer, const char* name, ...
+_CAPSULE_NAME = 24
+_LEGACY = b"dltensor"
+_VERSIONED = b"dltensor_versioned"
+_USED_LEGACY = b"used_dltensor"
+_USED_VERSIONED = b"used_dltensor_versioned"
+
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+_PyCapsule_SetName = ctypes.pythonapi.PyCapsule_SetName
+_PyCapsule_SetName.restype = ctypes.c_int
+_PyCapsule_SetName.argtypes = (ctypes.py_object, ctypes.c_char_p)
+
+
+def _capsule_name(cap: object) -> bytes:
+    p = Q[qi(id(cap) + _CAPSULE_NAME)]
+    return ctypes.string_at(p) if p else b""
+
+
+def _capsule_pointer(cap: object) -> int:
+    return Q[qi(id(cap) + _CAPSULE_POINTER)]
+
+
+# -- numpy / DLPack producers as DLTensor* views -----------------------------------------------
+
+_LEGACY_NAME_PTRS: set[int] = set()  # addresses of the static "dltensor" names producers use
+_VERSIONED_OFFSET = _capi.DLManagedTensorVersioned.dl_tensor.offset
+
+
+def _dltensor_offset(name_ptr: int, producer: type) -> int:
+    """Where the DLTensor sits in a capsule's managed tensor, by the capsule's name."""
+    name = ctypes.string_at(name_ptr) if name_ptr else b""
+    if name == _LEGACY:
+        _LEGACY_NAME_PTRS.add(name_ptr)
+        return 0
+    if name == _VERSIONED:
+        return _VERSIONED_OFFSET
+    raise TypeError(f"{producer.__name__}.__dlpack__() returned a capsule named {name!r}")
+
+
+def conv_dlpack(a: Any, k: int, fr) -> None:
+    """Passes a DLPack producer as a borrowed ``DLTensor*`` view of its own capsule."""
+    try:
+        cap = a.__dlpack__()
+    except BufferError:
+        try:
+            cap = a.__dlpack__(max_version=(1, 3))  # read-only numpy arrays export only this way
+        except TypeError:  # ... on numpy >= 2.1; older numpy cannot export them at all
+            if not hasattr(a, "__array_interface__"):
+                raise
+            fr.Q[k] = _capi.kDLTensorPtr
+            fr.Q[k + 1] = _dltensor_of_array_interface(a, fr.keep)
+            return
+    base = id(cap)
+    name_ptr = Q[(base >> 3) + 2]  # PyCapsule.name at +24
+    off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
+    fr.keep.append(cap)
+    fr.Q[k] = _capi.kDLTensorPtr
+    fr.Q[k + 1] = Q[(base >> 3) + 1] + off  # PyCapsule.pointer at +16: the managed tensor
+
+
+# numpy's __array_interface__ type codes -> DLDataType code
+_ARRAY_KIND_CODE = {"i": 0, "u": 1, "f": 2, "b": 6, "c": 5}
+
+
+def _dltensor_of_array_interface(a: Any, keep: list) -> int:
+    """A DLTensor over the memory of an ``__array_interface__`` exporter (CPU), kept in ``keep``."""
+    ai = a.__array_interface__
+    typestr, shape = ai["typestr"], tuple(ai["shape"])
+    kind, item = typestr[1], int(typestr[2:])
+    if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
+        raise TypeError(f"cannot pass a {typestr} array as a tensor")
+    byte_strides = ai.get("strides")
+    if byte_strides is None:
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.append(acc)
+            acc *= d
+        strides.reverse()
+    else:
+        strides = [s // item for s in byte_strides]
+    nd = len(shape)
+    dims = (ctypes.c_int64 * max(nd, 1))(*shape)
+    strs = (ctypes.c_int64 * max(nd, 1))(*strides)
+    t = _capi.DLTensor()
+    t.data = ai["data"][0]
+    t.device = _capi.DLDevice(1, 0)
+    t.ndim = nd
+    t.dtype = _capi.DLDataType(_ARRAY_KIND_CODE[kind], 8 * item, 1)
+    t.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    t.strides = ctypes.cast(strs, ctypes.POINTER(ctypes.c_int64))
+    keep.extend((a, t, dims, strs))
+    return ctypes.addressof(t)
+
+
+def _is_dlpack_producer(t: type) -> bool:
+    return hasattr(t, "__dlpack__") and not issubclass(t, Object)
+
+
+_marshal.PROTOCOL_CONVERTERS.append((_is_dlpack_producer, conv_dlpack))
+try:
+    import numpy as _np
+except ImportError:  # numpy is optional
+    _np = None
+if _np is not None:
+    _marshal.CONVERTERS[_np.ndarray] = conv_dlpack
+    _function._ndarray = _np.ndarray  # Function.__call__ inlines numpy arrays
+
+
+# -- Tensor -----------------------------------------------------------------------------------
+
+
+@register_object("ffi.Tensor", _capi.kTensor)
+class Tensor(Object):
+    """An n-dimensional array: an owned ``ffi.Tensor``, or a borrowed ``DLTensor`` view."""
+
+    __slots__ = ("_dl", "_keep")
+
+    @classmethod
+    def _from_owned(cls, h: int) -> "Tensor":
+        o = object.__new__(cls)
+        o._h = h
+        o._dl = h + _capi.OBJ_CELL
+        o._keep = None
+        return o
+
+    @classmethod
+    def _view(cls, dltensor: int, keep: Any = None) -> "Tensor":
+        """A non-owning view of the DLTensor at ``dltensor``, valid while its owner keeps it."""
+        o = object.__new__(cls)
+        o._h = 0
+        o._dl = dltensor
+        o._keep = keep
+        return o
+
+    def close(self) -> None:
+        self._dl = 0
+        self._keep = None
+        super().close()
+
+    def _conv_without_handle(self, k: int, fr) -> None:
+        # a borrowed view passes its DLTensor* on (an owned tensor passes itself, as any object)
+        if not self._dl:
+            raise ValueError("cannot pass a closed anyffi.Tensor")
+        fr.Q[k] = _capi.kDLTensorPtr
+        fr.Q[k + 1] = self._dl
+
+    @property
+    def is_view(self) -> bool:
+        """Whether this is a borrowed ``DLTensor*`` view rather than an owned ``ffi.Tensor``."""
+        return not self._h
+
+    def _dlt(self) -> int:
+        dl = self._dl
+        if not dl:
+            raise ValueError("anyffi.Tensor: the tensor is closed")
+        return dl
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first element (``data + byte_offset``)."""
+        dl = self._dlt()
+        return Q[qi(dl)] + Q[qi(dl + _capi.DLT_BYTE_OFFSET)]
+
+    @property
+    def byte_offset(self) -> int:
+        return Q[qi(self._dlt() + _capi.DLT_BYTE_OFFSET)]
+
+    @property
+    def ndim(self) -> int:
+        return I[((self._dlt() + _capi.DLT_NDIM) >> 2) - 2]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        dl = self._dlt()
+        nd = I[((dl + _capi.DLT_NDIM) >> 2) - 2]
+        p = Q[qi(dl + _capi.DLT_SHAPE)]
+        return tuple(_mem.q[qi(p) + i] for i in range(nd)) if nd else ()
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements (compact row-major ones when the DLTensor has none)."""
+        dl = self._dlt()
+        nd = I[((dl + _capi.DLT_NDIM) >> 2) - 2]
+        p = Q[qi(dl + _capi.DLT_STRIDES)]
+        if p:
+            return tuple(_mem.q[qi(p) + i] for i in range(nd))
+        out, acc = [], 1
+        for d in reversed(self.shape):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    @property
+    def dtype(self) -> dtype:
+        return _dtype_from_packed(I[((self._dlt() + _capi.DLT_DTYPE) >> 2) - 2] & 0xFFFFFFFF)
+
+    @property
+    def device(self) -> Device:
+        return _device_from_packed(Q[qi(self._dlt() + _capi.DLT_DEVICE)])
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def is_contiguous(self) -> bool:
+        """Compact row-major (size-1 dimensions ignored; empty tensors count as contiguous)."""
+        shape, strides = self.shape, self.strides
+        if 0 in shape:
+            return True
+        acc = 1
+        for d, s in zip(reversed(shape), reversed(strides)):
+            if d != 1 and s != acc:
+                return False
+            acc *= d
+        return True
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        d = self.device
+        return (d.device_type, d.device_id)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Any = None,
+        copy: Optional[bool] = None,
+    ) -> object:
+        """A DLPack capsule sharing this tensor's memory (the capsule holds a reference)."""
+        if copy:
+            raise BufferError("anyffi.Tensor.__dlpack__: copy=True is not supported")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"anyffi.Tensor.__dlpack__: cannot export to device {dl_device}")
+        h = self._h
+        if not h:
+            raise BufferError("anyffi.Tensor.__dlpack__: a borrowed DLTensor view cannot be exported; use from_dlpack on its owner")
+        out = ctypes.c_void_p()
+        if max_version is not None and max_version[0] >= 1:
+            check_call(_capi.TVMFFITensorToDLPackVersioned(h, ctypes.byref(out)))
+            return _PyCapsule_New(out.value, _VERSIONED, _CAPSULE_DESTRUCTOR_ADDR)
+        check_call(_capi.TVMFFITensorToDLPack(h, ctypes.byref(out)))
+        return _PyCapsule_New(out.value, _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
+
+    @property
+    def __array_interface__(self) -> dict:
+        """numpy's array interface over this tensor's memory (CPU tensors of numpy dtypes)."""
+        if self.device.device_type != 1:
+            raise BufferError(f"anyffi.Tensor: the tensor is on {self.device}, not the CPU")
+        d = self.dtype
+        kind = _NUMPY_KIND.get(d.code)
+        if kind is None or d.lanes != 1:
+            raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}")
+        item = d.bits // 8
+        return {
+            "version": 3,
+            "shape": self.shape,
+            "typestr": f"<{kind}{item}",
+            "data": (self.data_ptr, False),
+            "strides": tuple(s * item for s in self.strides),
+        }
+
+    def numpy(self):
+        """A writable numpy array sharing this tensor's memory (CPU tensors); it keeps the tensor
+        alive (a borrowed view only as long as its owner)."""
+        import numpy as np
+
+        return np.asarray(self)
+
+    def __len__(self) -> int:
+        s = self.shape
+        if not s:
+            raise TypeError("len() of a 0-d tensor")
+        return s[0]
+
+    def __repr__(self) -> str:
+        if not self._dl:
+            return "<anyffi.Tensor (closed)>"
+        kind = "view" if not self._h else "Tensor"
+        return f"<anyffi.{kind} shape={self.shape} dtype={self.dtype} device={self.device}>"
+
+
+_marshal.DLTENSOR_VIEW.append(Tensor._view)
+
+
+_NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> numpy kind
+
+
+# -- capsule destructor: frees a managed tensor nobody consumed ---------------------------------
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(cap: int, Q=Q, string_at=ctypes.string_at, Deleter=_capi.DLManagedTensorDeleter) -> None:
+    # Runs while the capsule is being destroyed, possibly during interpreter shutdown (hence the
+    # defaults): read its fields directly, taking no new reference to it.
+    base = cap >> 3
+    name_ptr = Q[base + 2]  # name at +24
+    name = string_at(name_ptr) if name_ptr else b""
+    if name == b"dltensor":
+        deleter_off = 56  # DLManagedTensor.deleter
+    elif name == b"dltensor_versioned":
+        deleter_off = 16  # DLManagedTensorVersioned.deleter
+    else:
+        return  # consumed ("used_dltensor...")
+    mt = Q[base + 1]  # pointer at +16
+    if mt:
+        deleter = Q[((mt + deleter_off) >> 3) - 1]
+        if deleter:
+            Deleter(deleter)(mt)
+
+
+_CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_capsule_destructor))  # lives as long as any capsule
+
+
+def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool = False) -> Tensor:
+    """An ``ffi.Tensor`` sharing the memory of ``x`` (a DLPack producer or a DLPack capsule)."""
+    if isinstance(x, Tensor) and x._h:
+        return x
+    if type(x).__name__ == "PyCapsule":
+        cap = x
+    elif hasattr(x, "__dlpack__"):
+        try:
+            cap = x.__dlpack__(max_version=(1, 3))
+        except TypeError:  # producers that predate the versioned protocol
+            cap = x.__dlpack__()
+    else:
+        raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer (no __dlpack__)")
+    name = _capsule_name(cap)
+    ptr = _capsule_pointer(cap)
+    out = ctypes.c_void_p()
+    if name == _VERSIONED:
+        check_call(_capi.TVMFFITensorFromDLPackVersioned(ptr, require_alignment, int(require_contiguous), ctypes.byref(out)))
+        _PyCapsule_SetName(cap, _USED_VERSIONED)
+    elif name == _LEGACY:
+        check_call(_capi.TVMFFITensorFromDLPack(ptr, require_alignment, int(require_contiguous), ctypes.byref(out)))
+        _PyCapsule_SetName(cap, _USED_LEGACY)
+    else:
+        raise ValueError(f"from_dlpack: the capsule is named {name!r} (already consumed?)")
+    return Tensor._from_owned(out.value)
+
+
+def _capsule_dltensor(cap: object) -> int:
+    """The address of the DLTensor inside an unconsumed DLPack capsule (0 when consumed)."""
+    name = _capsule_name(cap)
+    if name == _LEGACY:
+        return _capsule_pointer(cap)
+    if name == _VERSIONED:
+        return _capsule_pointer(cap) + _VERSIONED_OFFSET
+    return 0
+
+
+_marshal.CAPSULE_TENSOR.append(_capsule_dltensor)
+_marshal.CAPSULE_TO_TENSOR.append(from_dlpack)
+
+
+def _owned_prepare(v: Any) -> Optional[Tensor]:
+    """Callback results that are DLPack producers become owned tensors."""
+    if _is_dlpack_producer(type(v)):
+        return from_dlpack(v)
+    return None
+
+
+_marshal.OWNED_PREPARE.append(_owned_prepare)

@@ -1,0 +1,187 @@
+"""Array, List, Map, Dict and Shape: as Python sequences/mappings, as arguments and results.
+
+Each test needs the ``ffi.*`` globals named in its marker and is skipped (with the name) when the
+loaded library lacks them; the official library has them all.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import anyffi
+import pytest
+from conftest import needs_global
+
+array = needs_global("ffi.Array")
+lst = needs_global("ffi.List", "ffi.ListAppend", "ffi.ListSetItem", "ffi.ListPop", "ffi.ListInsert", "ffi.ListErase")
+mapping = needs_global("ffi.Map", "ffi.MapSize", "ffi.MapGetItem", "ffi.MapCount", "ffi.MapForwardIterFunctor")
+dct = needs_global("ffi.Dict", "ffi.DictSetItem", "ffi.DictErase", "ffi.DictSize", "ffi.DictForwardIterFunctor")
+shape = needs_global("ffi.Shape")
+
+
+@array
+def test_array_as_sequence():
+    a = anyffi.Array([1, "two", 3.0, None, b"five", "a longer string item"])
+    assert isinstance(a, anyffi.Array) and a.type_key == "ffi.Array"
+    assert len(a) == 6
+    assert a[0] == 1 and a[1] == "two" and a[-1] == "a longer string item"
+    assert list(a) == [1, "two", 3.0, None, b"five", "a longer string item"]
+    assert a[1:3] == ["two", 3.0]
+    assert "two" in a and "zzz" not in a
+    assert a == [1, "two", 3.0, None, b"five", "a longer string item"]
+    with pytest.raises(IndexError):
+        a[6]
+    with pytest.raises(IndexError):
+        a[-7]
+    assert repr(anyffi.Array([1, "x"])) == "Array([1, 'x'])"
+    assert anyffi.Array([1]) != [2] and anyffi.Array([1]) != {1: 1}
+
+
+@array
+def test_list_and_tuple_arguments_become_arrays(t):
+    for v in ([1, 2, 3], (1, 2, 3), [], [[1, [2]], "x"]):
+        r = t.echo(v)
+        assert isinstance(r, anyffi.Array)
+    assert list(t.echo((4, 5))) == [4, 5]
+    nested = t.echo([[1, [2]], "x"])
+    assert isinstance(nested[0], anyffi.Array) and nested[0][1][0] == 2
+
+
+@array
+def test_array_holds_objects(t):
+    f = anyffi.Function(lambda: "inside")
+    a = anyffi.Array([f, f])
+    assert f.use_count == 3
+    assert a[0].same_as(f) and a[1]() == "inside"
+    del a
+    gc.collect()
+    assert f.use_count == 1
+
+
+@array
+def test_callback_receives_and_returns_array(t):
+    got = t.apply(lambda a: [x * 2 for x in a], [1, 2, 3])
+    assert isinstance(got, anyffi.Array) and list(got) == [2, 4, 6]
+
+
+@lst
+def test_list_mutation():
+    lst_ = anyffi.List([1, 2])
+    assert lst_.type_key == "ffi.List" and list(lst_) == [1, 2]
+    lst_.append("three")
+    lst_[0] = 10
+    lst_.insert(1, 5)
+    assert list(lst_) == [10, 5, 2, "three"]
+    assert lst_.pop() == "three"
+    del lst_[0]
+    assert list(lst_) == [5, 2]
+    lst_.extend([7, 8])
+    lst_.reverse()
+    assert list(lst_) == [8, 7, 2, 5]
+    lst_.clear()
+    assert len(lst_) == 0
+    with pytest.raises(IndexError):
+        lst_[0] = 1
+
+
+@lst
+def test_list_is_shared_through_ffi(t):
+    lst_ = anyffi.List([1])
+    same = t.echo(lst_)
+    same.append(2)
+    assert list(lst_) == [1, 2]
+
+
+@mapping
+def test_map_as_mapping():
+    m = anyffi.Map({"a": 1, "b": "two", 3: 4.5})
+    assert isinstance(m, anyffi.Map) and m.type_key == "ffi.Map"
+    assert len(m) == 3
+    assert m["a"] == 1 and m["b"] == "two" and m[3] == 4.5
+    assert "a" in m and "zz" not in m
+    assert m.get("zz", 9) == 9
+    assert sorted(map(str, m.keys())) == ["3", "a", "b"]
+    assert dict(m.items()) == {"a": 1, "b": "two", 3: 4.5}
+    assert m == {"a": 1, "b": "two", 3: 4.5}
+    with pytest.raises(KeyError):
+        m["missing"]
+    assert repr(anyffi.Map({"k": 1})) == "Map({'k': 1})"
+    assert m != {"a": 1}
+
+
+@mapping
+def test_large_map():
+    d = {f"key{i}": i for i in range(100)}
+    m = anyffi.Map(d)
+    assert len(m) == 100 and dict(m.items()) == d
+
+
+@mapping
+def test_empty_map():
+    m = anyffi.Map({})
+    assert len(m) == 0 and list(m) == [] and m.items() == []
+
+
+@mapping
+def test_dict_arguments_become_maps(t):
+    r = t.echo({"x": [1, 2], "y": {"z": None}})
+    assert isinstance(r, anyffi.Map)
+    assert list(r["x"]) == [1, 2] and r["y"]["z"] is None
+
+
+@mapping
+def test_callback_receives_map(t):
+    assert t.apply(lambda m: m["k"] + 1, {"k": 41}) == 42
+
+
+@dct
+def test_dict_mutation():
+    d = anyffi.Dict({"a": 1})
+    assert d.type_key == "ffi.Dict"
+    d["b"] = 2
+    d["a"] = 10
+    assert dict(d.items()) == {"a": 10, "b": 2}
+    del d["a"]
+    assert "a" not in d and len(d) == 1
+    assert d.pop("b") == 2 and d.pop("b", None) is None
+    with pytest.raises(KeyError):
+        del d["nope"]
+    d.update({"x": 1}, y=2)
+    assert len(d) == 2
+    d.clear()
+    assert len(d) == 0
+
+
+@shape
+def test_shape():
+    s = anyffi.Shape((2, 3, 4))
+    assert s.type_key == "ffi.Shape"
+    assert tuple(s) == (2, 3, 4) and len(s) == 3 and s[1] == 3 and s[-1] == 4
+    assert s == (2, 3, 4) and s == [2, 3, 4]
+    assert anyffi.Shape(()) == ()
+    assert hash(s) == hash((2, 3, 4))
+    assert repr(s) == "Shape((2, 3, 4))"
+
+
+@shape
+def test_shape_roundtrip(t):
+    s = anyffi.Shape([5, 6])
+    r = t.echo(s)
+    assert isinstance(r, anyffi.Shape) and r.same_as(s) and r == (5, 6)
+
+
+@shape
+def test_shape_rejects_non_ints():
+    with pytest.raises((TypeError, ValueError)):
+        anyffi.Shape(["a"])
+
+
+def test_container_without_global_names_the_global(monkeypatch):
+    from anyffi import function
+
+    monkeypatch.setattr(function.ffi_api, "_prefix", "no.such.prefix")
+    monkeypatch.setattr(function.ffi_api, "_cache", {})
+    with pytest.raises(NotImplementedError, match="no.such.prefix.Array"):
+        anyffi.Array([1])
+    with pytest.raises(NotImplementedError, match="no.such.prefix.Array"):
+        anyffi.get_global_func("ffi.String")([1, 2])

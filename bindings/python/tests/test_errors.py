@@ -1,0 +1,214 @@
+"""Errors both ways: FFI kinds -> Python exceptions, Python exceptions -> FFI errors -> back."""
+
+from __future__ import annotations
+
+import traceback
+
+import anyffi
+import pytest
+
+BUILTIN_KINDS = [
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RuntimeError,
+    NotImplementedError,
+    AssertionError,
+    MemoryError,
+    OverflowError,
+    ZeroDivisionError,
+]
+
+
+@pytest.mark.parametrize("cls", BUILTIN_KINDS, ids=lambda c: c.__name__)
+def test_kind_maps_to_builtin(t, cls):
+    with pytest.raises(cls) as info:
+        t.raise_error(cls.__name__, "the message")
+    assert type(info.value) is cls
+    text = info.value.args[0]
+    assert text == "the message"
+    assert isinstance(info.value.__anyffi_backtrace__, str)
+
+
+@pytest.mark.parametrize("kind", ["InternalError", "MyCustomError", "EnvErrorAlreadySet"])
+def test_unknown_kind_is_anyffi_error(t, kind):
+    with pytest.raises(anyffi.Error) as info:
+        t.raise_error(kind, "custom")
+    assert info.value.kind == kind
+    assert str(info.value) == "custom"
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_registered_kind():
+    class QuotaError(Exception):
+        pass
+
+    anyffi.register_error("QuotaError", QuotaError)
+
+    def f():
+        raise QuotaError("over quota")
+
+    with pytest.raises(QuotaError, match="over quota"):
+        anyffi.Function(f)()
+
+
+def test_backtrace_note_names_the_native_frame(t):
+    with pytest.raises(ValueError) as info:
+        t.raise_error("ValueError", "with a backtrace")
+    notes = getattr(info.value, "__notes__", [])
+    bt = info.value.__anyffi_backtrace__
+    if bt:  # a library built without line tables may report no frames
+        assert notes and notes[0].startswith("FFI backtrace")
+        assert "File " in bt
+
+
+@pytest.mark.parametrize("cls", [ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError, NotImplementedError])
+def test_python_exception_crosses_rust_with_same_kind(t, cls):
+    def bad():
+        raise cls("raised in python")
+
+    with pytest.raises(cls):
+        t.apply(bad)
+
+
+def test_python_exception_comes_back_as_same_object(t):
+    err = ValueError("identity")
+
+    def bad():
+        raise err
+
+    with pytest.raises(ValueError) as info:
+        t.apply(bad)
+    assert info.value is err
+    # the Python frames of the callback are in the traceback, the FFI ones in the note
+    frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+    assert "bad" in frames
+    assert "bad" in info.value.__anyffi_backtrace__
+
+
+def test_python_exception_kind_seen_by_other_side(t):
+    # an exception raised in a callback is an ffi.Error of the same kind for the library: a second
+    # Python function catching it through FFI sees the kind, and the backtrace names the callback
+    class MyValueError(ValueError):
+        pass
+
+    def inner():
+        raise MyValueError("deep")
+
+    def outer():
+        try:
+            t.apply(inner)
+        except ValueError as e:
+            return f"{type(e).__name__}:{e}"
+        return "no error"
+
+    assert t.apply(outer) == "MyValueError:deep"
+
+
+def test_exception_from_a_different_thread_is_a_new_object(t):
+    import threading
+
+    out = {}
+
+    def run():
+        try:
+            t.raise_error("IndexError", "in thread")
+        except IndexError as e:
+            out["e"] = e
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    assert isinstance(out["e"], IndexError)
+
+
+def test_unregistered_exception_class_is_runtime_error(t):
+    class Weird(Exception):
+        pass
+
+    def bad():
+        raise Weird("weird")
+
+    with pytest.raises(Weird):  # same object comes back on the same thread
+        t.apply(bad)
+
+    # but the kind the library saw is RuntimeError
+    def catcher():
+        try:
+            t.apply(bad)
+        except Exception as e:  # noqa: BLE001
+            return anyffi.errors.kind_of(e)
+
+    assert t.apply(catcher) == "RuntimeError"
+
+
+def test_anyffi_error_chooses_kind(t):
+    def bad():
+        raise anyffi.Error("custom kind", kind="ShapeError")
+
+    with pytest.raises(anyffi.Error) as info:
+        t.apply(bad)
+    assert info.value.kind == "ShapeError"
+
+
+def test_keyboard_interrupt_crosses(t):
+    def bad():
+        raise KeyboardInterrupt()
+
+    with pytest.raises(KeyboardInterrupt):
+        t.apply(bad)
+
+
+def test_key_error_message_is_not_double_quoted(t):
+    def bad():
+        raise KeyError("k")
+
+    def catcher():
+        try:
+            t.apply(bad)
+        except KeyError as e:
+            return e.args[0]
+
+    assert t.apply(catcher) == "k"
+
+
+def _raw_call_error(f: anyffi.Function) -> tuple[str, str, str]:
+    """Calls ``f`` with no arguments through the bare C ABI and returns the raised error's parts,
+    exactly as any other language would see them."""
+    import ctypes
+
+    from anyffi import _capi, errors
+
+    res = _capi.TVMFFIAny()
+    rc = _capi.TVMFFIFunctionCall(ctypes.c_void_p(f.handle), None, 0, ctypes.byref(res))
+    assert rc == -1
+    out = ctypes.c_void_p()
+    _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(out))
+    assert out.value
+    try:
+        return errors.error_parts(out.value)
+    finally:
+        _capi.TVMFFIObjectDecRef(out.value)
+
+
+@pytest.mark.parametrize(
+    "exc, kind, message",
+    [
+        (ValueError("v"), "ValueError", "v"),
+        (KeyError("k"), "KeyError", "k"),
+        (IndexError("i"), "IndexError", "i"),
+        (NotImplementedError("n"), "NotImplementedError", "n"),
+        (type("Sub", (TypeError,), {})("sub"), "TypeError", "sub"),
+        (type("Odd", (Exception,), {})("odd"), "RuntimeError", "odd"),
+        (anyffi.Error("e", kind="ShapeError"), "ShapeError", "e"),
+    ],
+)
+def test_error_as_seen_through_the_c_abi(exc, kind, message):
+    def raiser():
+        raise exc
+
+    k, m, bt = _raw_call_error(anyffi.Function(raiser))
+    assert (k, m) == (kind, message)
+    assert "in raiser" in bt and "test_errors.py" in bt

@@ -1,0 +1,113 @@
+"""Object ownership: one strong reference per Python owner, released on collection or close()."""
+
+from __future__ import annotations
+
+import gc
+
+import anyffi
+import pytest
+
+
+def test_use_count_tracks_python_owners(t):
+    f = anyffi.Function(lambda: None)
+    assert f.use_count == 1
+    g = t.echo(f)  # a second owner of the same object
+    assert f.use_count == 2 and g.same_as(f)
+    del g
+    gc.collect()
+    assert f.use_count == 1
+
+
+def test_arguments_are_borrowed(t):
+    f = anyffi.Function(lambda: None)
+    for _ in range(100):
+        t.nop(f, f, f)
+    assert f.use_count == 1
+
+
+def test_close_is_idempotent_and_releases(t):
+    f = anyffi.Function(lambda: None)
+    g = t.echo(f)
+    assert f.use_count == 2
+    g.close()
+    g.close()
+    assert f.use_count == 1
+    assert "closed" in repr(g)
+
+
+def test_context_manager_closes():
+    with anyffi.Function(lambda: 1) as f:
+        assert f() == 1
+    with pytest.raises(ValueError, match="closed"):
+        f.handle
+
+
+def test_closed_function_call_raises():
+    f = anyffi.Function(lambda: 1)
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        f()
+
+
+def test_closed_object_as_argument_raises(t):
+    f = anyffi.Function(lambda: 1)
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        t.nop(f)
+
+
+def test_type_key_and_index(t):
+    f = anyffi.Function(lambda: 1)
+    assert f.type_key == "ffi.Function"
+    assert f.type_index == 68
+    assert isinstance(f, anyffi.Object)
+
+
+def test_same_as_and_equality(t):
+    f = anyffi.Function(lambda: 1)
+    g = anyffi.Function(lambda: 1)
+    assert f.same_as(t.echo(f)) and not f.same_as(g)
+    assert f == t.echo(f) and f != g
+    assert hash(f) == hash(t.echo(f))
+    assert not f.same_as(1)
+
+
+def test_objects_cannot_be_constructed_directly():
+    with pytest.raises(TypeError):
+        anyffi.Object()
+
+
+def test_result_objects_get_their_class(t):
+    assert isinstance(t.echo(t.nop), anyffi.Function)
+
+
+def test_opaque_object_lifetime(t):
+    import weakref
+
+    class Thing:
+        pass
+
+    x = Thing()
+    ref = weakref.ref(x)
+    t.nop(x)  # a temporary ffi.OpaquePyObject holds x during the call only
+    del x
+    gc.collect()
+    assert ref() is None
+
+
+def test_opaque_object_kept_by_ffi_holder(t):
+    import weakref
+
+    class Thing:
+        pass
+
+    x = Thing()
+    ref = weakref.ref(x)
+    # a Function made from a lambda closing over the opaque value keeps it alive in the library
+    holder = t.echo(anyffi.Function(lambda v=x: v))
+    del x
+    gc.collect()
+    assert ref() is not None and holder() is ref()
+    del holder
+    gc.collect()
+    assert ref() is None

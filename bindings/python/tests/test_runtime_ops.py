@@ -1,0 +1,185 @@
+"""anyffi.runtime and anyffi.ops on the CPU, against numpy references.
+
+Each test needs the ``runtime.*``/``ops.*`` globals it names and is skipped (naming them) when the
+loaded library lacks them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import anyffi
+import pytest
+from anyffi import ops, runtime
+from conftest import needs_global
+
+np = pytest.importorskip("numpy")
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape, dtype="float32"):
+    return rng.random(shape, dtype=np.float64).astype(dtype)
+
+
+@needs_global("runtime.device_count")
+def test_device_count():
+    assert runtime.device_count("cpu") == 1
+    assert runtime.device_count(2) >= 0
+
+
+@needs_global("runtime.malloc_host", "runtime.free_host", "runtime.memcpy")
+def test_malloc_memcpy_free():
+    src = np.arange(16, dtype="uint8")
+    dst = np.zeros(16, dtype="uint8")
+    p = runtime.malloc_host("cpu", 16)
+    assert isinstance(p, ctypes.c_void_p) and p.value
+    runtime.memcpy(p, src.ctypes.data, 16, runtime.H2H)
+    runtime.memcpy(dst.ctypes.data, p, 16, runtime.H2H)
+    runtime.free_host("cpu", p)
+    np.testing.assert_array_equal(src, dst)
+
+
+@needs_global("runtime.stream_create", "runtime.stream_synchronize", "runtime.stream_destroy")
+def test_streams_on_cpu():
+    s = runtime.stream_create("cpu")
+    runtime.stream_synchronize("cpu", s)
+    runtime.stream_destroy("cpu", s)
+
+
+@needs_global("runtime.empty")
+def test_empty():
+    t = runtime.empty((3, 4), "float32", "cpu")
+    assert isinstance(t, anyffi.Tensor)
+    assert t.shape == (3, 4) and t.dtype == "float32" and t.device == anyffi.device("cpu")
+    assert t.strides == (4, 1) and t.is_contiguous()
+    a = t.numpy()
+    a[:] = 7
+    assert (t.numpy() == 7).all()
+
+
+@needs_global("runtime.empty", "runtime.view", "runtime.permute", "runtime.slice")
+def test_views_follow_llaisys_semantics():
+    t = runtime.empty((3, 4, 5), "int64", "cpu")
+    t.numpy()[:] = np.arange(60).reshape(3, 4, 5)
+    v = runtime.view(t, (6, 10))
+    assert v.shape == (6, 10) and v.strides == (10, 1)
+    p = runtime.permute(t, (2, 0, 1))
+    assert p.shape == (5, 3, 4) and p.strides == (1, 20, 5)
+    s = runtime.slice(t, 2, 1, 4)
+    assert s.shape == (3, 4, 3) and s.strides == (20, 5, 1)
+    np.testing.assert_array_equal(s.numpy(), np.arange(60).reshape(3, 4, 5)[:, :, 1:4])
+    with pytest.raises(Exception):
+        runtime.view(runtime.permute(t, (1, 0, 2)), (12, 5))
+
+
+@needs_global("runtime.empty", "runtime.contiguous")
+def test_contiguous():
+    x = np.arange(12.0, dtype="float32").reshape(3, 4).T
+    c = runtime.contiguous(x)
+    assert c.is_contiguous()
+    np.testing.assert_array_equal(c.numpy(), x)
+
+
+@needs_global("runtime.empty", "runtime.copy_")
+def test_copy_():
+    dst = runtime.empty((4,), "float32", "cpu")
+    runtime.copy_(dst, np.arange(4, dtype="float32"))
+    np.testing.assert_array_equal(dst.numpy(), np.arange(4))
+
+
+@needs_global("runtime.empty", "ops.add")
+def test_add():
+    a, b = rand(2, 3), rand(2, 3)
+    np.testing.assert_allclose(ops.add(a, b).numpy(), a + b, rtol=1e-5, atol=1e-5)
+    out = np.empty_like(a)
+    assert ops.add(a, b, out=out) is out
+    np.testing.assert_allclose(out, a + b, rtol=1e-5, atol=1e-5)
+
+
+@needs_global("runtime.empty", "ops.argmax")
+def test_argmax():
+    v = np.array([1, 3, 3, 2], dtype="float32")
+    idx, val = ops.argmax(v)
+    assert idx.numpy()[0] == 1 and val.numpy()[0] == 3
+
+
+@needs_global("runtime.empty", "ops.embedding")
+def test_embedding():
+    w = rand(5, 3)
+    idx = np.array([4, 0, 4], dtype="int64")
+    np.testing.assert_array_equal(ops.embedding(idx, w).numpy(), w[idx])
+
+
+@needs_global("runtime.empty", "ops.linear")
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear(with_bias):
+    x, w, b = rand(2, 4) * 0.1, rand(3, 4) * 0.01, rand(3)
+    ref = x @ w.T + (b if with_bias else 0)
+    got = ops.linear(x, w, b if with_bias else None).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_global("runtime.empty", "ops.rms_norm")
+def test_rms_norm():
+    x, w = rand(3, 8), rand(8)
+    ref = w * x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(ops.rms_norm(x, w, 1e-5).numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_global("runtime.empty", "ops.rope")
+def test_rope():
+    x = rand(2, 1, 4)
+    pos = np.array([0, 1], dtype="int64")
+    d = 4
+    j = np.arange(d // 2, dtype="float32")
+    phi = pos[:, None, None].astype("float32") / (10000.0 ** (2 * j / d))
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    ref = np.concatenate([a * np.cos(phi) - b * np.sin(phi), b * np.cos(phi) + a * np.sin(phi)], -1)
+    np.testing.assert_allclose(ops.rope(x, pos, 10000.0).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@needs_global("runtime.empty", "ops.swiglu")
+def test_swiglu():
+    g, u = rand(2, 3), rand(2, 3)
+    np.testing.assert_allclose(ops.swiglu(g, u).numpy(), u * g / (1 + np.exp(-g)), rtol=1e-5, atol=1e-5)
+
+
+@needs_global("runtime.empty", "ops.self_attention")
+def test_self_attention_causal_gqa():
+    qlen, kvlen, nh, nkvh, d = 5, 11, 4, 2, 8
+    q, k, v = rand(qlen, nh, d), rand(kvlen, nkvh, d), rand(kvlen, nkvh, d)
+    scale = 1 / math.sqrt(d)
+    ref = np.zeros((qlen, nh, d), dtype="float64")
+    for h in range(nh):
+        g = h // (nh // nkvh)
+        s = (q[:, h, :] @ k[:, g, :].T) * scale
+        mask = np.tril(np.ones((qlen, kvlen)), k=kvlen - qlen) == 0
+        s[mask] = -np.inf
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        ref[:, h, :] = p @ v[:, g, :]
+    np.testing.assert_allclose(ops.self_attention(q, k, v, scale).numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_global("runtime.empty", "ops.rearrange")
+def test_rearrange():
+    x = np.arange(24.0, dtype="float32").reshape(2, 3, 4).transpose(2, 0, 1)
+    np.testing.assert_array_equal(ops.rearrange(x).numpy(), x)
+
+
+@needs_global("runtime.empty", "ops.gemm")
+def test_gemm():
+    a, b = rand(3, 4), rand(4, 5)
+    np.testing.assert_allclose(ops.gemm(a, b).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    c = np.ones((3, 5), dtype="float32")
+    ops.gemm(a, b, 2.0, 1.0, out=c)
+    np.testing.assert_allclose(c, 2 * (a @ b) + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_missing_runtime_global_names_itself():
+    if anyffi.get_global_func("runtime.empty", allow_missing=True) is not None:
+        pytest.skip("the runtime is present")
+    with pytest.raises(NotImplementedError, match="runtime.empty"):
+        runtime.empty((2,), "float32")

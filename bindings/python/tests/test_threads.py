@@ -1,0 +1,103 @@
+"""Many Python threads calling at once; callbacks run on the calling thread."""
+
+from __future__ import annotations
+
+import threading
+
+import anyffi
+import pytest
+
+np = pytest.importorskip("numpy")
+
+N_THREADS = 8
+N_CALLS = 2000
+
+
+def run_threads(target) -> list:
+    errors: list = []
+
+    def wrap(i):
+        try:
+            target(i)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(i,)) for i in range(N_THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return errors
+
+
+def test_concurrent_calls(t):
+    def work(i):
+        for j in range(N_CALLS):
+            assert t.echo(i * N_CALLS + j) == i * N_CALLS + j
+            assert t.echo(f"thread {i} call {j} text") == f"thread {i} call {j} text"
+            assert t.add_one(j) == j + 1
+
+    assert run_threads(work) == []
+
+
+def test_callbacks_run_on_calling_thread(t):
+    def work(i):
+        me = threading.get_ident()
+        for j in range(200):
+            assert t.apply(lambda a: (threading.get_ident() == me) and a + 1, j) == j + 1
+
+    assert run_threads(work) == []
+
+
+def test_concurrent_errors_stay_per_thread(t):
+    kinds = [ValueError, KeyError, IndexError, TypeError]
+
+    def work(i):
+        cls = kinds[i % len(kinds)]
+        for j in range(300):
+            try:
+                t.raise_error(cls.__name__, f"{i}-{j}")
+            except cls as e:
+                assert e.args[0] == f"{i}-{j}"
+            else:
+                raise AssertionError("no error")
+
+    assert run_threads(work) == []
+
+
+def test_concurrent_python_errors_through_rust(t):
+    def work(i):
+        for j in range(300):
+            err = ValueError(f"{i}-{j}")
+
+            def bad():
+                raise err
+
+            try:
+                t.apply(bad)
+            except ValueError as e:
+                assert e is err
+
+    assert run_threads(work) == []
+
+
+def test_concurrent_tensors(t):
+    def work(i):
+        x = np.full(16, i, dtype="int32")
+        for _ in range(500):
+            y = t.echo(x)
+            assert y.numpy()[0] == i
+            seen = []
+            t.apply(lambda v: seen.append(v.numpy()[3]), x)
+            assert seen == [i]
+
+    assert run_threads(work) == []
+
+
+def test_concurrent_function_creation(t):
+    def work(i):
+        for j in range(500):
+            f = anyffi.Function(lambda j=j: j * 2)
+            assert t.apply(f) == j * 2
+
+    assert run_threads(work) == []
