@@ -33,7 +33,7 @@ export TVMError
 export TVMFunction, get_global_func, register_global_func, remove_global_func,
     list_global_func_names, global_func_metadata, call_any
 # tensors
-export TVMTensor, TensorView, from_dlpack, to_dlpack, unsafe_array, rowmajor, dtype, device
+export TVMTensor, TensorView, StridedView, from_dlpack, to_dlpack, unsafe_array, rowmajor, dtype, device
 # containers
 export TVMShape, TVMArray, TVMList, TVMMap, TVMDict
 # modules

@@ -77,10 +77,20 @@ end
 @inline _arg(x::Bool) = (_pod(kTVMFFIBool, UInt64(x)), nothing)
 @inline _arg(x::Union{Int8,Int16,Int32,Int64,UInt8,UInt16,UInt32}) =
     (_pod(kTVMFFIInt, reinterpret(UInt64, Int64(x))), nothing)
+# Integers beyond Int64 become ffi.BigInt objects made for the call. One keep type for both
+# cases: every `_arg` method must be type-stable (a Union-typed keep inside GC.@preserve trips
+# an assertion in Julia 1.5's codegen).
+struct _IntKeep
+    temp::Union{Nothing,TVMObject}
+end
+_release_keep(k::_IntKeep) = (k.temp === nothing || release!(k.temp); nothing)
 function _arg(x::Integer)
-    typemin(Int64) <= x <= typemax(Int64) && return (_pod(kTVMFFIInt, reinterpret(UInt64, Int64(x))), nothing)
+    if typemin(Int64) <= x <= typemax(Int64)
+        return (_pod(kTVMFFIInt, reinterpret(UInt64, Int64(x))), _IntKeep(nothing))
+    end
     t = _bigint_object(BigInt(x))
-    return (_pod(t.type_index, t.value), _Temp(TVMObject(any_ptr(t); borrowed = false)))
+    t.type_index >= kTVMFFIStaticObjectBegin || return (t, _IntKeep(nothing))
+    return (t, _IntKeep(TVMObject(any_ptr(t); borrowed = false)))
 end
 @inline _arg(x::Union{Float16,Float32,Float64}) = (_pod(kTVMFFIFloat, reinterpret(UInt64, Float64(x))), nothing)
 @inline _arg(x::BFloat16) = _arg(Float32(x))
@@ -99,13 +109,22 @@ _arg(x::AbstractFloat) = _arg(Float64(x))
     return TVMFFIAny(ti, UInt32(n), v)
 end
 
+# A string argument keeps its String alive, plus the ffi.String made for it when it holds NUL
+# bytes (one keep type for every case, so calls with strings stay type-stable).
+struct _StrKeep
+    s::String
+    temp::Union{Nothing,TVMObject}
+end
+_release_keep(k::_StrKeep) = (k.temp === nothing || release!(k.temp); nothing)
+
 function _arg(s::String)
     n = sizeof(s)
-    n <= 7 && return (GC.@preserve(s, _small(kTVMFFISmallStr, pointer(s), n)), nothing)
+    n <= 7 && return (GC.@preserve(s, _small(kTVMFFISmallStr, pointer(s), n)), _StrKeep(s, nothing))
     if !Base.containsnul(s)  # Julia Strings are NUL-terminated: lend it as a C string
-        return (_pod(kTVMFFIRawStr, UInt64(UInt(pointer(s)))), s)
+        return (_pod(kTVMFFIRawStr, UInt64(UInt(pointer(s)))), _StrKeep(s, nothing))
     end
-    return _owned_temp(_string_any(s))
+    a = _string_any(s)
+    return (a, _StrKeep(s, TVMObject(any_ptr(a); borrowed = false)))
 end
 _arg(s::AbstractString) = _arg(String(s))
 _arg(s::Symbol) = _arg(String(s))
@@ -120,8 +139,8 @@ end
 function _arg(b::Base.CodeUnits{UInt8,String})
     s = b.s
     n = sizeof(s)
-    n <= 7 && return (GC.@preserve(s, _small(kTVMFFISmallBytes, pointer(s), n)), nothing)
-    box = _ByteArrayBox(pointer(s), n, s)
+    box = _ByteArrayBox(pointer(s), n, s)  # also for small bytes: one keep type (see _IntKeep)
+    n <= 7 && return (GC.@preserve(s, _small(kTVMFFISmallBytes, pointer(s), n)), box)
     return (_pod(kTVMFFIByteArrayPtr, UInt64(UInt(pointer_from_objref(box)))), box)
 end
 
@@ -142,11 +161,6 @@ _arg(x::TVMAnyView) = (x.raw, nothing)
 _arg(x) = throw(ArgumentError("AnyFFI: cannot pass a value of type $(typeof(x)) to an FFI function"))
 
 _temp_object(o::AbstractTVMObject) = ((_pod(LibAnyFFI.object_type_index(o.handle), UInt64(UInt(o.handle)))), _Temp(o))
-function _owned_temp(a::TVMFFIAny)
-    a.type_index >= kTVMFFIStaticObjectBegin || return (a, nothing)
-    return (a, _Temp(TVMObject(any_ptr(a); borrowed = false)))
-end
-
 # Owned ffi.String / ffi.Bytes from Julia bytes.
 function _string_any(s::String)
     out = Ref(ANY_NONE)
@@ -273,14 +287,16 @@ end
 
 # --- Julia -> owned Any (callback results, TVMAny(x)) ----------------------------------------
 
-function _to_owned_any(x)
-    x === nothing && return ANY_NONE
-    if x isa DLStridedArray  # a borrowed DLTensor* would dangle: export the array instead
-        return _steal(to_dlpack(x))
-    elseif x isa TensorView
-        x.parent isa DLStridedArray && return _steal(to_dlpack(x.parent))
-        throw(ArgumentError("AnyFFI: cannot return a borrowed DLTensor view whose memory Julia does not own"))
-    end
+_to_owned_any(::Nothing) = ANY_NONE
+# A borrowed DLTensor* would dangle once the callback returns: export the array instead.
+_to_owned_any(x::DLStridedArray) = _steal(to_dlpack(x))
+function _to_owned_any(x::TensorView)
+    x.parent isa AbstractArray && return _to_owned_any(x.parent)
+    throw(ArgumentError("AnyFFI: cannot return a borrowed DLTensor view whose memory Julia does not own"))
+end
+_to_owned_any(x) = _owned_from_view(x)
+_to_owned_any(x::Base.CodeUnits{UInt8,String}) = _owned_from_view(x)  # bytes, not a tensor
+function _owned_from_view(x)
     v, keep = _arg(x)
     ti = v.type_index
     if ti >= kTVMFFIStaticObjectBegin || ti == kTVMFFIRawStr || ti == kTVMFFIByteArrayPtr

@@ -47,10 +47,11 @@ end
 
 @inline function (f::TVMFunction)()
     h = _live_handle(f)
+    argv = Ref(ANY_NONE)  # never read (0 arguments); a valid pointer all the same
     result = Ref(ANY_NONE)
     rc = GC.@preserve f ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
-                              (Ptr{Cvoid}, Ptr{Cvoid}, Int32, Ref{TVMFFIAny}),
-                              h, C_NULL, Int32(0), result)
+                              (Ptr{Cvoid}, Ref{TVMFFIAny}, Int32, Ref{TVMFFIAny}),
+                              h, argv, Int32(0), result)
     rc == 0 || throw(_fetch_error(rc))
     return _from_any_owned(result[])
 end

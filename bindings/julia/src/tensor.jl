@@ -51,8 +51,41 @@ mutable struct TensorView{N}
     end
 end
 
+"""
+    StridedView{T,N} <: AbstractArray{T,N}
+
+A Julia array over foreign memory with arbitrary positive strides (in elements), for tensor
+layouts that neither `Array` nor a `PermutedDimsArray` of one can express (e.g. a slice whose
+strides are not multiples of each other). `owner` keeps the memory alive (a `TVMTensor`, or
+`nothing` for memory someone else guarantees). It passes back to FFI functions as a
+`TensorView` with the same strides, like any strided array.
+"""
+struct StridedView{T,N} <: AbstractArray{T,N}
+    ptr::Ptr{T}
+    size::NTuple{N,Int}
+    strides::NTuple{N,Int}
+    owner::Any
+end
+Base.size(a::StridedView) = a.size
+Base.strides(a::StridedView) = a.strides
+Base.stride(a::StridedView{T,N}, k::Integer) where {T,N} = k <= N ? a.strides[k] : a.strides[N] * a.size[N]
+Base.IndexStyle(::Type{<:StridedView}) = IndexCartesian()
+Base.unsafe_convert(::Type{Ptr{T}}, a::StridedView{T}) where {T} = a.ptr
+Base.elsize(::Type{StridedView{T,N}}) where {T,N} = sizeof(T)
+@inline _offset(a::StridedView{T,N}, I::NTuple{N,Int}) where {T,N} =
+    sum(ntuple(k -> (I[k] - 1) * a.strides[k], Val(N))) + 1
+@inline function Base.getindex(a::StridedView{T,N}, I::Vararg{Int,N}) where {T,N}
+    @boundscheck checkbounds(a, I...)
+    return GC.@preserve a unsafe_load(a.ptr, _offset(a, I))
+end
+@inline function Base.setindex!(a::StridedView{T,N}, v, I::Vararg{Int,N}) where {T,N}
+    @boundscheck checkbounds(a, I...)
+    GC.@preserve a unsafe_store!(a.ptr, convert(T, v), _offset(a, I))
+    return a
+end
+
 # Strided CPU arrays with a DLPack element type (what passes as a TensorView).
-const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N},
+const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N}, StridedView{T,N},
                                             PermutedDimsArray{T,N,<:Any,<:Any,<:StridedArray}}
 
 @inline _i64(t::NTuple{N,Integer}) where {N} = map(Int64, t)
@@ -64,11 +97,19 @@ TensorView(A::AbstractArray) = throw(ArgumentError(
     "TensorView: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
 
 # A DLTensor someone else owns (a callback argument, a returned DLTensor*): metadata copied.
+# Small ranks get concrete types (no dynamic dispatch on the callback path).
 function TensorView(p::Ptr{DLTensor})
     dl = unsafe_load(p)
-    N = Int(dl.ndim)
-    shape = ntuple(i -> unsafe_load(dl.shape, i), N)
-    strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), N)
+    n = Int(dl.ndim)
+    n == 1 && return _tensorview(dl, Val(1))
+    n == 2 && return _tensorview(dl, Val(2))
+    n == 3 && return _tensorview(dl, Val(3))
+    n == 0 && return _tensorview(dl, Val(0))
+    return _tensorview(dl, Val(n))
+end
+function _tensorview(dl::DLTensor, ::Val{N}) where {N}
+    shape = ntuple(i -> unsafe_load(dl.shape, i), Val(N))
+    strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), Val(N))
     return TensorView{N}(dl.data, dl.device, dl.dtype, shape, strides, dl.byte_offset, nothing)
 end
 
@@ -104,64 +145,45 @@ function unsafe_array(tv::TensorView)
     tv.parent isa AbstractArray && return tv.parent
     _is_host(tv.device) || throw(ArgumentError("unsafe_array: memory on $(tv.device) is not host memory"))
     T = julia_type(tv.dtype)
-    return first(_wrap_strided(Ptr{T}(pointer(tv)), size(tv), strides(tv)))
+    return first(_wrap_strided(Ptr{T}(pointer(tv)), size(tv), strides(tv), nothing))
 end
 
 _is_host(d::DLDevice) = d.device_type in (kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged)
 
 # --- Wrapping foreign memory as a Julia array (shared by from_dlpack and unsafe_array) -------
 #
-# Returns (array, root): `root` is the Array that owns nothing but carries the finalizer that
-# keeps the producer alive. Compact column-major -> Array; compact in another dimension order
-# (e.g. row-major) -> PermutedDimsArray over an Array; other positive strides -> a
-# PermutedDimsArray of a SubArray of a reshaped Array. In that last case the reshaped parent
-# covers whole rows of the outermost stride and so extends past the last element: only the
-# returned view may be read.
-function _wrap_strided(p::Ptr{T}, shape::NTuple{N,Int64}, strides::NTuple{N,Int64}) where {T,N}
+# Returns (array, root). Compact column-major -> Array; compact in another dimension order
+# (e.g. row-major) -> PermutedDimsArray over an Array; any other positive strides -> a
+# StridedView. `root` is the Array that should carry a finalizer releasing `owner`, or
+# `nothing` when the array itself holds `owner` (StridedView) or there is no memory to share.
+function _wrap_strided(p::Ptr{T}, shape::NTuple{N,Int64}, strides::NTuple{N,Int64}, owner) where {T,N}
+    dims = map(Int, shape)
     if N == 0
         a = unsafe_wrap(Array, p, ())
         return a, a
     end
-    dims = map(Int, shape)
     if any(==(0), dims) || p == C_NULL
-        a = Array{T,N}(undef, dims)  # no elements: nothing to share
-        return a, a
+        return Array{T,N}(undef, dims), nothing  # no elements: nothing to share
     end
     any(s -> s < 0, strides) && throw(ArgumentError("from_dlpack: negative strides $(strides) are not supported"))
     # order: dims of size > 1 by increasing stride, then the size-1 dims
     big = sort!([i for i in 1:N if dims[i] > 1], by = i -> (strides[i], i))
-    ones_ = [i for i in 1:N if dims[i] == 1]
-    order = vcat(big, ones_)
+    order = vcat(big, [i for i in 1:N if dims[i] == 1])
     expect = 1
     compact = true
     for i in big
         strides[i] == expect || (compact = false; break)
         expect *= dims[i]
     end
-    if compact
-        if issorted(order)  # column-major in Julia order
-            a = unsafe_wrap(Array, p, dims)
-            return a, a
-        end
-        base = unsafe_wrap(Array, p, ntuple(k -> dims[order[k]], N))
-        return PermutedDimsArray(base, Tuple(invperm(order))), base
+    if !compact
+        return StridedView{T,N}(p, dims, map(Int, strides), owner), nothing
     end
-    # general positive strides: each stride must be a multiple of the previous one's extent
-    isempty(big) && throw(ArgumentError("from_dlpack: unsupported strides $(strides)"))
-    D = Int[Int(strides[big[1]])]
-    for k in 2:length(big)
-        s, sp = Int(strides[big[k]]), Int(strides[big[k-1]])
-        (s % sp == 0 && s >= sp * dims[big[k-1]]) ||
-            throw(ArgumentError("from_dlpack: strides $(strides) for shape $(shape) overlap or are not nested"))
-        push!(D, s ÷ sp)
+    if issorted(order)  # column-major in Julia order
+        a = unsafe_wrap(Array, p, dims)
+        return a, a
     end
-    push!(D, dims[big[end]])
-    D[1] >= 1 || throw(ArgumentError("from_dlpack: zero stride in $(strides)"))
-    base = unsafe_wrap(Array, p, prod(D))
-    R = reshape(base, (D..., ones(Int, length(ones_))...))
-    idx = (1, (1:dims[i] for i in big)..., (1:1 for _ in ones_)...)
-    V = view(R, idx...)
-    return PermutedDimsArray(V, Tuple(invperm(order))), base
+    base = unsafe_wrap(Array, p, ntuple(k -> dims[order[k]], N))
+    return PermutedDimsArray(base, Tuple(invperm(order))), base
 end
 
 """
@@ -313,9 +335,21 @@ to_dlpack_legacy(A::AbstractArray) = to_dlpack_legacy(to_dlpack(A))
 For a tensor in host memory: a Julia array over the same memory, with the tensor's shape and
 index order, without copying. The array keeps the tensor alive (one reference, released by the
 array's finalizer). A compact column-major tensor gives an `Array`; other layouts give a
-`PermutedDimsArray` view (see `_wrap_strided`). For raw DLPack pointers: adopt them as a
+`PermutedDimsArray` over an `Array`, and any other strided layout a `StridedView`. For raw DLPack pointers: adopt them as a
 `TVMTensor`, as `TVMFFITensorFromDLPack*` does.
 """
+# Whether _wrap_strided will return a StridedView (non-compact layout with elements).
+function _wrap_needs_owner(shape::NTuple{N,Int64}, strides::NTuple{N,Int64}) where {N}
+    (N == 0 || any(==(0), shape)) && return false
+    big = sort!([i for i in 1:N if shape[i] > 1], by = i -> (strides[i], i))
+    expect = 1
+    for i in big
+        strides[i] == expect || return true
+        expect *= shape[i]
+    end
+    return false
+end
+
 function from_dlpack(t::TVMTensor)
     h = _live_handle(t)
     dl = _dl(t)
@@ -324,9 +358,16 @@ function from_dlpack(t::TVMTensor)
     n = Int(dl.ndim)
     shape = ntuple(i -> unsafe_load(dl.shape, i), n)
     strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), n)
-    arr, root = _wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides)
-    TVMFFIObjectIncRef(h)
-    finalizer(_ -> (TVMFFIObjectDecRef(h); nothing), root)
+    if _wrap_needs_owner(shape, strides)
+        # a StridedView holds the tensor itself
+        return first(_wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides,
+                                   TVMTensor(h; borrowed = true)))
+    end
+    arr, root = _wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides, nothing)
+    if root !== nothing
+        TVMFFIObjectIncRef(h)  # the array's own reference, released by its finalizer
+        finalizer(_ -> (TVMFFIObjectDecRef(h); nothing), root)
+    end
     return arr
 end
 from_dlpack(A::AbstractArray) = A
