@@ -37,7 +37,9 @@ function allocs(f::F, inner::Int) where {F}
 end
 
 function bench(name, f; inner = 100_000, rounds = 31, target_ns = nothing, target_bytes = nothing)
-    loop(f, 1000)  # compile and warm up
+    loop(f, 1000)  # compile
+    GC.gc()
+    loop(f, inner)  # warm up (the first rounds of an allocating loop also pay for heap growth)
     ts = [loop(f, inner) for _ in 1:rounds]
     bytes = allocs(f, 10_000)
     t = median(ts)

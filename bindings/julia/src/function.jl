@@ -128,13 +128,17 @@ function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
         else
             f(Any[_cb_arg(args, i) for i in 1:n]...)
         end
-        unsafe_store!(result, _to_owned_any(ret))
+        _store_result!(result, ret)
         return Cint(0)
     catch e
         _raise_julia_exception(e, catch_backtrace())
         return Cint(-1)
     end
 end
+
+# Behind a function barrier, so the dynamically typed `ret` costs one dispatch and the
+# 16-byte result is not boxed on the way back.
+_store_result!(result::Ptr{TVMFFIAny}, ret) = (unsafe_store!(result, _to_owned_any(ret)); nothing)
 
 # Called by the library when the last reference to a callback's function object goes; may run
 # inside a finalizer (see _mark_dead!).

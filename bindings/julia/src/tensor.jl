@@ -90,7 +90,8 @@ const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N}, StridedView{T,N},
 
 @inline _i64(t::NTuple{N,Integer}) where {N} = map(Int64, t)
 
-@inline TensorView(A::DLStridedArray{T,N}) where {T,N} =
+@inline TensorView(A::DLStridedArray) = _tensorview_of(A)
+@inline _tensorview_of(A::AbstractArray{T,N}) where {T,N} =
     TensorView{N}(Ptr{Cvoid}(pointer(A)), DLDevice(kDLCPU, Int32(0)), DLDataType(T),
                   _i64(size(A)), _i64(strides(A)), UInt64(0), A)
 TensorView(A::AbstractArray) = throw(ArgumentError(
