@@ -30,6 +30,7 @@ if [[ -n $libgcc && ${LD_PRELOAD:-} != *libgcc_s* ]]; then
   export LD_PRELOAD="$libgcc${LD_PRELOAD:+ $LD_PRELOAD}"
 fi
 export JULIA_PKG_OFFLINE=true
+export JULIA_NUM_THREADS=${JULIA_NUM_THREADS:-2}  # the threads test calls in from two threads
 
 cd "$here"
 exec julia --project="$here" --color=no -e 'using Pkg; Pkg.offline(true); Pkg.test()'

@@ -49,3 +49,29 @@ end
     @test AnyFFI.live_callbacks() == base_live
     @test !any(startswith("anyffi.julia_gc."), list_global_func_names())
 end
+
+# Calls, callbacks, exports and collections from several Julia threads at once (test.sh runs
+# with JULIA_NUM_THREADS=2). Each callback runs on the thread that called in.
+@testset "threads" begin
+    if Threads.nthreads() == 1
+        println("note: threads test runs on one thread (set JULIA_NUM_THREADS=2 for the concurrent case)")
+    end
+    GC.gc(); GC.gc()
+    base_live = AnyFFI.live_callbacks()
+    ok = Threads.Atomic{Int}(0)
+    wrong_thread = Threads.Atomic{Int}(0)
+    Threads.@threads for i in 1:2000
+        caller = Threads.threadid()
+        f = TVMFunction(x -> (Threads.threadid() == caller || Threads.atomic_add!(wrong_thread, 1); x + 1))
+        A = rand(Float32, 4)
+        t = TVMTensor(A)
+        if APPLY(f, i) == i + 1 && from_dlpack(t) == A && ECHO("string number $i") == "string number $i"
+            Threads.atomic_add!(ok, 1)
+        end
+        i % 250 == 0 && GC.gc(false)
+    end
+    @test ok[] == 2000
+    @test wrong_thread[] == 0
+    GC.gc(); GC.gc()
+    @test AnyFFI.live_callbacks() == base_live
+end
