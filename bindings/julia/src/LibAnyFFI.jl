@@ -315,7 +315,12 @@ function load!(path::AbstractString)
 end
 
 """Optional symbol lookup (for C functions a library may lack); `C_NULL` when missing."""
-dlsym_optional(s::Symbol) = Libdl.dlsym_e(LIBHANDLE[], s)
+function dlsym_optional(s::Symbol)
+    # dlsym_e (C_NULL when missing) is what Julia 1.5 has; newer Julia also has throw_error=false
+    p = isdefined(Libdl, :dlsym_e) ? Libdl.dlsym_e(LIBHANDLE[], s) :
+        Libdl.dlsym(LIBHANDLE[], s; throw_error = false)
+    return p === nothing ? C_NULL : p
+end
 
 # ---------------------------------------------------------------------------------------------
 # Section: Version API

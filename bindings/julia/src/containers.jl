@@ -56,6 +56,9 @@ Base.firstindex(::TVMShape) = 1
 Base.lastindex(s::TVMShape) = length(s)
 Base.Tuple(s::TVMShape) = Tuple(collect(s))
 Base.collect(s::TVMShape) = Int64[x for x in s]
+# Shapes compare by value (other objects by identity).
+Base.:(==)(s::TVMShape, t::TVMShape) = collect(s) == collect(t)
+Base.hash(s::TVMShape, h::UInt) = hash(collect(s), hash(:TVMShape, h))
 Base.:(==)(s::TVMShape, t::Union{Tuple,AbstractVector}) = collect(s) == collect(t)
 Base.:(==)(t::Union{Tuple,AbstractVector}, s::TVMShape) = s == t
 Base.show(io::IO, s::TVMShape) =

@@ -9,6 +9,7 @@
         @test_throws BoundsError s[4]
         @test TVMShape((5, 6)) == [5, 6] && TVMShape([7]) == (7,) && length(TVMShape()) == 0
         @test repr(s) == "TVMShape((2, 3, 4))"
+        @test TVMShape(2, 3, 4) == s && TVMShape(2, 3) != s && hash(TVMShape(2, 3, 4)) == hash(s)
         e = catch_tvm(() -> get_global_func("ffi.Shape")(1, "x"))
         @test e isa TVMError
     end
