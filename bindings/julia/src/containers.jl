@@ -1,0 +1,194 @@
+# Containers: ffi.Shape (69), ffi.Array (71), ffi.List (75), ffi.Map (72), ffi.Dict (76)
+# (spec §2.4 layouts, §8 built-in functions).
+#
+# Shape, Array and List are read in place through their ABI cells (TVMFFIShapeCell at +24,
+# TVMFFISeqCell at +24: elements are TVMFFIAny). Everything else goes through the built-in
+# `ffi.*` globals, looked up on first use and cached; a missing global raises a clear error, so
+# these types switch on when the library registers them.
+
+const GLOBAL_CACHE = Dict{String,Any}()
+const GLOBAL_CACHE_LOCK = ReentrantLock()
+
+# A built-in global, cached once found (a missing one is looked up again next time).
+function _global(name::String)
+    f = lock(() -> get(GLOBAL_CACHE, name, nothing), GLOBAL_CACHE_LOCK)
+    f === nothing || return f::TVMFunction
+    f = get_global_func(name)
+    f === nothing && return nothing
+    lock(() -> (GLOBAL_CACHE[name] = f), GLOBAL_CACHE_LOCK)
+    return f
+end
+
+function _require_global(name::String)
+    f = _global(name)
+    f === nothing && throw(TVMError("RuntimeError",
+        "AnyFFI needs the global function `$name`, which $(library_path()) does not register"))
+    return f
+end
+
+# --- ffi.Shape -------------------------------------------------------------------------------
+
+"""
+    TVMShape(dims::Integer...)
+    TVMShape(dims)                     # a tuple or vector of integers
+    TVMShape(handle::Ptr{Cvoid}; borrowed::Bool)
+
+An immutable `ffi.Shape` (type index 69). Indexable and iterable like a vector of `Int64`;
+`Tuple(s)` converts.
+"""
+@_object_wrapper TVMShape
+
+TVMShape(dims::Integer...) = _require_global("ffi.Shape")(dims...)::TVMShape
+TVMShape(dims::Union{Tuple,AbstractVector}) = TVMShape(dims...)
+
+_shape_cell(s::TVMShape) =
+    unsafe_load(Ptr{LibAnyFFI.TVMFFIShapeCell}(_live_handle(s) + LibAnyFFI.OBJECT_HEADER_SIZE))
+Base.length(s::TVMShape) = Int(_shape_cell(s).size)
+Base.size(s::TVMShape) = (length(s),)
+function Base.getindex(s::TVMShape, i::Integer)
+    c = _shape_cell(s)
+    1 <= i <= c.size || throw(BoundsError(s, i))
+    return GC.@preserve s unsafe_load(c.data, i)
+end
+Base.iterate(s::TVMShape, i::Int = 1) = i > length(s) ? nothing : (s[i], i + 1)
+Base.eltype(::Type{TVMShape}) = Int64
+Base.firstindex(::TVMShape) = 1
+Base.lastindex(s::TVMShape) = length(s)
+Base.Tuple(s::TVMShape) = Tuple(collect(s))
+Base.collect(s::TVMShape) = Int64[x for x in s]
+# Shapes compare by value (other objects by identity).
+Base.:(==)(s::TVMShape, t::TVMShape) = collect(s) == collect(t)
+Base.hash(s::TVMShape, h::UInt) = hash(collect(s), hash(:TVMShape, h))
+Base.:(==)(s::TVMShape, t::Union{Tuple,AbstractVector}) = collect(s) == collect(t)
+Base.:(==)(t::Union{Tuple,AbstractVector}, s::TVMShape) = s == t
+Base.show(io::IO, s::TVMShape) =
+    s.handle == C_NULL ? print(io, "TVMShape(<released>)") : print(io, "TVMShape(", Tuple(s), ")")
+
+# --- ffi.Array / ffi.List --------------------------------------------------------------------
+
+"""
+    TVMArray(xs)                     # ffi.Array(xs...): each element converted like an argument
+    TVMArray(handle::Ptr{Cvoid}; borrowed::Bool)
+
+An immutable `ffi.Array` (type index 71): `length`, `getindex` (1-based), `iterate`, `collect`.
+Julia tuples and vectors whose element type is not a tensor element type pass as `ffi.Array`.
+"""
+@_object_wrapper TVMArray
+
+"""
+    TVMList(xs)                      # ffi.List(xs...)
+    TVMList(handle::Ptr{Cvoid}; borrowed::Bool)
+
+A mutable `ffi.List` (type index 75): as `TVMArray`, plus `setindex!`, `push!`, `pop!`,
+`insert!`, `deleteat!`, `empty!`.
+"""
+@_object_wrapper TVMList
+
+const _Seq = Union{TVMArray,TVMList}
+
+TVMArray(xs) = _require_global("ffi.Array")(xs...)::TVMArray
+TVMArray() = _require_global("ffi.Array")()::TVMArray
+TVMList(xs) = _require_global("ffi.List")(xs...)::TVMList
+TVMList() = _require_global("ffi.List")()::TVMList
+
+_seq_cell(a::_Seq) =
+    unsafe_load(Ptr{LibAnyFFI.TVMFFISeqCell}(_live_handle(a) + LibAnyFFI.OBJECT_HEADER_SIZE))
+Base.length(a::_Seq) = Int(_seq_cell(a).size)
+Base.size(a::_Seq) = (length(a),)
+function Base.getindex(a::_Seq, i::Integer)
+    c = _seq_cell(a)
+    1 <= i <= c.size || throw(BoundsError(a, i))
+    return GC.@preserve a _from_any_borrowed(unsafe_load(Ptr{TVMFFIAny}(c.data), i))
+end
+Base.iterate(a::_Seq, i::Int = 1) = i > length(a) ? nothing : (a[i], i + 1)
+Base.eltype(::Type{<:_Seq}) = Any
+Base.firstindex(::_Seq) = 1
+Base.lastindex(a::_Seq) = length(a)
+Base.collect(a::_Seq) = Any[x for x in a]
+Base.show(io::IO, a::_Seq) = a.handle == C_NULL ? print(io, nameof(typeof(a)), "(<released>)") :
+    print(io, nameof(typeof(a)), "(", repr(collect(a)), ")")
+
+function Base.setindex!(l::TVMList, v, i::Integer)
+    1 <= i <= length(l) || throw(BoundsError(l, i))
+    _require_global("ffi.ListSetItem")(l, i - 1, v)
+    return l
+end
+Base.push!(l::TVMList, v) = (_require_global("ffi.ListAppend")(l, v); l)
+function Base.pop!(l::TVMList)
+    isempty(l) && throw(ArgumentError("TVMList must be non-empty"))
+    return _require_global("ffi.ListPop")(l, length(l) - 1)
+end
+function Base.insert!(l::TVMList, i::Integer, v)
+    1 <= i <= length(l) + 1 || throw(BoundsError(l, i))
+    _require_global("ffi.ListInsert")(l, i - 1, v)
+    return l
+end
+function Base.deleteat!(l::TVMList, i::Integer)
+    1 <= i <= length(l) || throw(BoundsError(l, i))
+    _require_global("ffi.ListErase")(l, i - 1)
+    return l
+end
+Base.empty!(l::TVMList) = (_require_global("ffi.ListClear")(l); l)
+Base.isempty(a::_Seq) = length(a) == 0
+
+# --- ffi.Map / ffi.Dict ----------------------------------------------------------------------
+
+"""
+    TVMMap(d::AbstractDict)   /   TVMMap(k1 => v1, k2 => v2, ...)
+    TVMMap(handle::Ptr{Cvoid}; borrowed::Bool)
+
+An immutable `ffi.Map` (type index 72): `length`, `getindex` (`KeyError` when missing),
+`haskey`, `get`, `keys`, `values`, iteration over `key => value` pairs. Julia `AbstractDict`s
+pass as `ffi.Map`.
+"""
+@_object_wrapper TVMMap
+
+"""
+    TVMDict(d::AbstractDict)   /   TVMDict(k1 => v1, ...)
+    TVMDict(handle::Ptr{Cvoid}; borrowed::Bool)
+
+A mutable `ffi.Dict` (type index 76): as `TVMMap`, plus `setindex!`, `delete!`, `empty!`.
+"""
+@_object_wrapper TVMDict
+
+const _AnyMap = Union{TVMMap,TVMDict}
+_prefix(::TVMMap) = "ffi.Map"
+_prefix(::TVMDict) = "ffi.Dict"
+_mapfn(m::_AnyMap, op::String) = _require_global(string(_prefix(m), op))
+
+_flatten(ps) = (x for p in ps for x in (first(p), last(p)))
+TVMMap(d::AbstractDict) = _require_global("ffi.Map")(_flatten(d)...)::TVMMap
+TVMMap(ps::Pair...) = _require_global("ffi.Map")(_flatten(ps)...)::TVMMap
+TVMDict(d::AbstractDict) = _require_global("ffi.Dict")(_flatten(d)...)::TVMDict
+TVMDict(ps::Pair...) = _require_global("ffi.Dict")(_flatten(ps)...)::TVMDict
+
+Base.length(m::_AnyMap) = Int(_mapfn(m, "Size")(m))
+Base.isempty(m::_AnyMap) = length(m) == 0
+Base.haskey(m::_AnyMap, k) = _mapfn(m, "Count")(m, k) != 0
+function Base.getindex(m::_AnyMap, k)
+    haskey(m, k) || throw(KeyError(k))
+    return _mapfn(m, "GetItem")(m, k)
+end
+Base.get(m::_AnyMap, k, default) = haskey(m, k) ? _mapfn(m, "GetItem")(m, k) : default
+Base.eltype(::Type{<:_AnyMap}) = Pair{Any,Any}
+
+# Iteration through `ffi.MapForwardIterFunctor`: it(0) key, it(1) value, it(2) advance.
+function Base.iterate(m::_AnyMap)
+    length(m) == 0 && return nothing
+    it = _mapfn(m, "ForwardIterFunctor")(m)
+    return (it(0) => it(1)), (it, 1)
+end
+function Base.iterate(m::_AnyMap, st)
+    it, n = st
+    (n < length(m) && it(2)) || return nothing
+    return (it(0) => it(1)), (it, n + 1)
+end
+Base.keys(m::_AnyMap) = Any[first(p) for p in m]
+Base.values(m::_AnyMap) = Any[last(p) for p in m]
+Base.Dict(m::_AnyMap) = Dict{Any,Any}(p for p in m)
+Base.show(io::IO, m::_AnyMap) = m.handle == C_NULL ? print(io, nameof(typeof(m)), "(<released>)") :
+    print(io, nameof(typeof(m)), "(", join((string(repr(k), " => ", repr(v)) for (k, v) in m), ", "), ")")
+
+Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, k, v); d)
+Base.delete!(d::TVMDict, k) = (_require_global("ffi.DictErase")(d, k); d)
+Base.empty!(d::TVMDict) = (_require_global("ffi.DictClear")(d); d)

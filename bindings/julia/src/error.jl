@@ -1,0 +1,142 @@
+# TVMError and the error protocol in both directions (c_api.h: Error API; spec §1.1, §5.3).
+#
+# C -> Julia: a non-zero return code means an `ffi.Error` waits in the thread's TLS slot;
+# `check_call` moves it out and throws it as a `TVMError` (kind, message, backtrace kept).
+# Julia -> C: the callback trampoline (function.jl) catches every Julia exception, turns it into
+# an `ffi.Error` whose kind comes from `error_kind` below, raises it and returns -1. A Julia
+# exception never unwinds through Rust frames.
+
+"""
+    TVMError(kind, message; backtrace = "")
+    TVMError(handle::Ptr{Cvoid}; borrowed::Bool)
+
+An `ffi.Error` as a Julia exception: `kind` (`"ValueError"`, `"TypeError"`, ...), `message`,
+and `backtrace` (the library's format, most recent call first). Errors that come from the
+library keep their object handle, so rethrowing one from a callback re-raises the same object.
+Throw `TVMError(kind, msg)` from a Julia callback to choose the kind its caller sees.
+"""
+mutable struct TVMError <: Exception
+    kind::String
+    message::String
+    backtrace::String
+    handle::Ptr{Cvoid}  # owned ffi.Error, or C_NULL for errors made in Julia
+
+    function TVMError(kind::AbstractString, message::AbstractString; backtrace::AbstractString = "")
+        return new(String(kind), String(message), String(backtrace), C_NULL)
+    end
+    function TVMError(handle::Ptr{Cvoid}; borrowed::Bool)
+        handle == C_NULL && throw(ArgumentError("TVMError: NULL handle"))
+        cell = unsafe_load(Ptr{LibAnyFFI.TVMFFIErrorCell}(handle + LibAnyFFI.OBJECT_HEADER_SIZE))
+        borrowed && TVMFFIObjectIncRef(handle)
+        e = new(_string(cell.kind), _string(cell.message), _string(cell.backtrace), handle)
+        return finalizer(_release_handle!, e)
+    end
+end
+
+_string(b::TVMFFIByteArray) = b.data == C_NULL ? "" : unsafe_string(b.data, b.size)
+
+function Base.showerror(io::IO, e::TVMError)
+    print(io, "TVMError: ", e.kind, ": ", e.message)
+    if !isempty(e.backtrace)
+        print(io, "\nFFI backtrace (most recent call first):\n", rstrip(e.backtrace))
+    end
+end
+Base.show(io::IO, e::TVMError) = print(io, "TVMError(", repr(e.kind), ", ", repr(e.message), ")")
+
+"""
+    check_call(rc)
+
+After a C call: 0 is success; otherwise move the raised error out of TLS and throw it as a
+`TVMError`. A non-zero code with no error raised is reported as an `InternalError`, never
+ignored.
+"""
+@inline check_call(rc::Integer) = rc == 0 ? nothing : throw(_fetch_error(rc))
+
+@noinline function _fetch_error(rc::Integer)
+    h = TVMFFIErrorMoveFromRaised()
+    h == C_NULL && return TVMError("InternalError",
+        "an FFI call returned $rc but raised no error (no error in the thread's TLS slot)")
+    return TVMError(h; borrowed = false)
+end
+
+"""
+    error_kind(e) -> String
+
+The `ffi.Error` kind a Julia exception becomes when it leaves a Julia callback:
+
+| Julia exception                                                        | kind           |
+|------------------------------------------------------------------------|----------------|
+| `TVMError`                                                             | its own `kind` |
+| `ArgumentError`, `DomainError`, `InexactError`, `OverflowError`, `DimensionMismatch` | `ValueError` |
+| `MethodError`, `TypeError`, `UndefKeywordError`                        | `TypeError`    |
+| `BoundsError`                                                          | `IndexError`   |
+| `KeyError`                                                             | `KeyError`     |
+| anything else (`ErrorException` from `error(...)`, ...)                | `RuntimeError` |
+"""
+error_kind(e::TVMError) = e.kind
+error_kind(::Union{ArgumentError,DomainError,InexactError,OverflowError,DimensionMismatch}) = "ValueError"
+error_kind(::Union{MethodError,TypeError,UndefKeywordError}) = "TypeError"
+error_kind(::BoundsError) = "IndexError"
+error_kind(::KeyError) = "KeyError"
+error_kind(::Any) = "RuntimeError"
+
+error_message(e::TVMError) = e.message
+error_message(e::Union{ErrorException,ArgumentError}) = e.msg
+error_message(e::Exception) = sprint(showerror, e)
+error_message(e) = string("non-exception value thrown: ", repr(e))
+
+# Julia frames in the library's backtrace format, most recent first, up to the trampoline.
+function _format_backtrace(bt)
+    io = IOBuffer()
+    for fr in stacktrace(bt)
+        fr.func === :_safe_call_trampoline && break
+        print(io, "  File \"", fr.file, "\", line ", fr.line, ", in ", fr.func, "\n")
+    end
+    return String(take!(io))
+end
+
+# New ffi.Error object (+1), or C_NULL when the library cannot make one.
+function _new_error_handle(kind::String, msg::String, bt::String)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    rc = GC.@preserve kind msg bt begin
+        TVMFFIErrorCreate(Ref(TVMFFIByteArray(pointer(kind), sizeof(kind))),
+                          Ref(TVMFFIByteArray(pointer(msg), sizeof(msg))),
+                          Ref(TVMFFIByteArray(pointer(bt), sizeof(bt))), out)
+    end
+    return rc == 0 ? out[] : C_NULL
+end
+
+# Raise `e` (caught in a callback) as the thread's FFI error. Never throws.
+function _raise_julia_exception(e, bt)
+    try
+        if e isa TVMError && e.handle != C_NULL
+            TVMFFIErrorSetRaised(e.handle)  # the slot takes its own reference
+            return
+        end
+        kind = error_kind(e)::String
+        msg = error_message(e)::String
+        trace = e isa TVMError && !isempty(e.backtrace) ? e.backtrace : _format_backtrace(bt)
+        h = _new_error_handle(kind, msg, trace)
+        if h == C_NULL
+            TVMFFIErrorSetRaisedFromCStr(kind, replace(msg, '\0' => ' '))
+        else
+            TVMFFIErrorSetRaised(h)
+            TVMFFIObjectDecRef(h)
+        end
+    catch
+        # Formatting failed (e.g. a broken showerror method): still raise something.
+        TVMFFIErrorSetRaisedFromCStr("RuntimeError", "Julia callback failed (and formatting its error failed too)")
+    end
+    return
+end
+
+# Handle of a TVMError as an object to pass to C (+1 new one made when it has none).
+function _error_handle!(e::TVMError)
+    if e.handle == C_NULL
+        h = _new_error_handle(e.kind, e.message, e.backtrace)
+        h == C_NULL && throw(TVMError("InternalError", "TVMFFIErrorCreate failed"))
+        e.handle = h
+        finalizer(_release_handle!, e)
+    end
+    return e.handle
+end

@@ -1,0 +1,206 @@
+# Functions: calling ffi.Function objects, Julia callbacks, the global registry
+# (c_api.h: Function API; spec §5 calling convention, §6 registry).
+#
+# Calls: the arguments become a stack tuple of TVMFFIAny views (`_arg`, any.jl), the result a
+# zero-initialised TVMFFIAny; both are passed by `Ref` straight to `ccall`, and everything the
+# views point into is GC-preserved until the call returns. Temporaries made for the call
+# (strings with NUL bytes, functions made from Julia functions, containers) are released
+# right after it.
+#
+# Callbacks: one static `@cfunction` trampoline (made in `__init__`) serves every Julia
+# callable. `self` is a pointer to the callable's `_KeepAlive` box (object.jl), which stays
+# rooted until the library calls the deleter. The trampoline catches every Julia exception and
+# raises it as an ffi.Error (error.jl, `error_kind`); nothing unwinds through Rust. The library
+# calls callbacks and deleters only on the thread that called into it, which is a Julia thread.
+
+"""
+    TVMFunction(f)                                 # an ffi.Function that calls a Julia callable
+    TVMFunction(handle::Ptr{Cvoid}; borrowed::Bool)
+
+A reference to an `ffi.Function` (type index 68). Call it as `f(args...)`: arguments are
+converted as described in `any.jl` (Julia arrays as borrowed DLTensor views, no copy) and the
+result is converted back to a Julia value; an error raised inside becomes a `TVMError`.
+"""
+@_object_wrapper TVMFunction
+
+const TRAMPOLINE = Ref{Ptr{Cvoid}}(C_NULL)
+const CALLBACK_DELETER = Ref{Ptr{Cvoid}}(C_NULL)
+
+TVMFunction(f::TVMFunction) = f
+function TVMFunction(f)
+    box = _keepalive!(f)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    rc = TVMFFIFunctionCreate(pointer_from_objref(box), TRAMPOLINE[], CALLBACK_DELETER[], out)
+    if rc != 0
+        _mark_dead!(box)
+        check_call(rc)
+    end
+    return TVMFunction(out[]; borrowed = false)
+end
+
+function Base.show(io::IO, f::TVMFunction)
+    f.handle == C_NULL ? print(io, "TVMFunction(<released>)") :
+        print(io, "TVMFunction(@ ", repr(UInt(f.handle)), ")")
+end
+
+# --- Calling ---------------------------------------------------------------------------------
+
+@inline function (f::TVMFunction)()
+    h = _live_handle(f)
+    argv = Ref(ANY_NONE)  # never read (0 arguments); a valid pointer all the same
+    result = Ref(ANY_NONE)
+    rc = GC.@preserve f ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
+                              (Ptr{Cvoid}, Ref{TVMFFIAny}, Int32, Ref{TVMFFIAny}),
+                              h, argv, Int32(0), result)
+    rc == 0 || throw(_fetch_error(rc))
+    return _from_any_owned(result[])
+end
+
+@inline function (f::TVMFunction)(args::Vararg{Any,N}) where {N}
+    h = _live_handle(f)
+    conv = map(_arg, args)
+    argv = Ref(map(first, conv))
+    keeps = map(last, conv)
+    result = Ref(ANY_NONE)
+    rc = GC.@preserve f args keeps ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
+                                         (Ptr{Cvoid}, Ref{NTuple{N,TVMFFIAny}}, Int32, Ref{TVMFFIAny}),
+                                         h, argv, Int32(N), result)
+    if rc != 0
+        _release_keeps(keeps)
+        throw(_fetch_error(rc))
+    end
+    r = result[]
+    out = r.type_index == kTVMFFIDLTensorPtr ? _tensor_result(r, keeps) : _from_any_owned(r)
+    _release_keeps(keeps)
+    return out
+end
+
+@inline _release_keeps(keeps::Tuple) = foreach(_release_keep, keeps)
+
+# A DLTensor* result is a borrowed view. When it is one of our own argument views (echo), give
+# that view back: it keeps its array alive. Otherwise copy the metadata (see TensorView).
+function _tensor_result(r::TVMFFIAny, keeps::Tuple)
+    p = any_ptr(r)
+    for k in keeps
+        k isa TensorView && pointer_from_objref(k) == p && return k
+    end
+    return TensorView(Ptr{DLTensor}(p))
+end
+
+"""
+    call_any(f::TVMFunction, args...) -> TVMAny
+
+Call `f` and return its result unconverted, as an owned `TVMAny` (see `take_value`,
+`copy_value`). A `DLTensor*` result is a borrowed view, valid only as long as its producer
+keeps it.
+"""
+function call_any(f::TVMFunction, args...)
+    h = _live_handle(f)
+    conv = map(_arg, args)
+    argv = Any[first(c) for c in conv]
+    anys = TVMFFIAny[first(c) for c in conv]
+    keeps = map(last, conv)
+    result = Ref(ANY_NONE)
+    rc = GC.@preserve f args keeps anys argv TVMFFIFunctionCall(
+        h, isempty(anys) ? C_NULL : Ptr{Cvoid}(pointer(anys)), length(anys),
+        Base.unsafe_convert(Ptr{Cvoid}, result))
+    _release_keeps(keeps)
+    check_call(rc)
+    return TVMAny(result[]; borrowed = false)
+end
+
+# --- The callback trampoline -----------------------------------------------------------------
+
+@inline _cb_arg(args::Ptr{TVMFFIAny}, i::Integer) = _from_any_borrowed(unsafe_load(args, i))
+
+function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
+                               result::Ptr{TVMFFIAny})::Cint
+    try
+        f = (unsafe_pointer_to_objref(self)::_KeepAlive).value
+        ret = if n == 0
+            f()
+        elseif n == 1
+            f(_cb_arg(args, 1))
+        elseif n == 2
+            f(_cb_arg(args, 1), _cb_arg(args, 2))
+        elseif n == 3
+            f(_cb_arg(args, 1), _cb_arg(args, 2), _cb_arg(args, 3))
+        else
+            f(Any[_cb_arg(args, i) for i in 1:n]...)
+        end
+        _store_result!(result, ret)
+        return Cint(0)
+    catch e
+        _raise_julia_exception(e, catch_backtrace())
+        return Cint(-1)
+    end
+end
+
+# Behind a function barrier, so the dynamically typed `ret` costs one dispatch and the
+# 16-byte result is not boxed on the way back.
+_store_result!(result::Ptr{TVMFFIAny}, ret) = (unsafe_store!(result, _to_owned_any(ret)); nothing)
+
+# Called by the library when the last reference to a callback's function object goes; may run
+# inside a finalizer (see _mark_dead!).
+function _callback_deleter(self::Ptr{Cvoid})::Cvoid
+    self == C_NULL || _mark_dead!(unsafe_pointer_to_objref(self)::_KeepAlive)
+    return
+end
+
+# --- The global registry ---------------------------------------------------------------------
+
+_bytearray(s::String) = TVMFFIByteArray(pointer(s), sizeof(s))
+
+"""
+    get_global_func(name) -> Union{TVMFunction,Nothing}
+
+The global function registered as `name` (a new reference), or `nothing`.
+"""
+function get_global_func(name::AbstractString)
+    s = String(name)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve s check_call(TVMFFIFunctionGetGlobal(Ref(_bytearray(s)), out))
+    return out[] == C_NULL ? nothing : TVMFunction(out[]; borrowed = false)
+end
+
+"""
+    register_global_func(name, f; override = false) -> TVMFunction
+    register_global_func(name; override = false) do args...  ...  end
+
+Register a Julia callable (or a `TVMFunction`) as the global function `name`. Registering an
+existing name fails with a `TVMError` unless `override = true`. The registry keeps its own
+reference; the Julia callable stays alive until the entry is removed or overridden.
+"""
+function register_global_func(name::AbstractString, f; override::Bool = false)
+    fn = TVMFunction(f)
+    s = String(name)
+    GC.@preserve s fn check_call(TVMFFIFunctionSetGlobal(Ref(_bytearray(s)), fn.handle, override))
+    return fn
+end
+register_global_func(f::Function, name::AbstractString; override::Bool = false) =
+    register_global_func(name, f; override = override)
+
+"""
+    remove_global_func(name) -> Bool
+
+Remove a global function (`ffi.FunctionRemoveGlobal`); `false` if there was none.
+"""
+remove_global_func(name::AbstractString) = _require_global("ffi.FunctionRemoveGlobal")(String(name))::Bool
+
+"""
+    list_global_func_names() -> Vector{String}
+
+Names of every registered global function (`ffi.FunctionListGlobalNamesFunctor`).
+"""
+function list_global_func_names()
+    names_of = _require_global("ffi.FunctionListGlobalNamesFunctor")()::TVMFunction
+    n = names_of(-1)::Int64
+    return String[names_of(i)::String for i in 0:n-1]
+end
+
+"""
+    global_func_metadata(name) -> String
+
+The metadata JSON of a global function (`ffi.GetGlobalFuncMetadata`; `""` when none).
+"""
+global_func_metadata(name::AbstractString) = _require_global("ffi.GetGlobalFuncMetadata")(String(name))::String

@@ -1,0 +1,387 @@
+# Tensors: borrowed DLTensor views of Julia arrays, `ffi.Tensor` objects, DLPack in and out
+# (c_api.h: Tensor / DLPack API; spec §2.4, §7).
+#
+# Layout choice. A Julia array passes in Julia order: shape = size(A), strides = strides(A) in
+# elements, so a Matrix{Float32}(undef, m, n) is the DLPack tensor of shape (m, n) and strides
+# (1, m), and A[i, j] is element (i-1, j-1) on both sides. Nothing is copied or reversed; any
+# strided view (SubArray, ReshapedArray, PermutedDimsArray, ...) keeps its strides, and
+# consumers that honour strides see the right elements. DLPack.jl makes the other choice: it
+# reverses the dimensions so that a column-major Julia array looks like a compact row-major
+# tensor of shape (n, m). Kernels that require compact row-major input (most ops) need that
+# form: pass `rowmajor(A)` (a PermutedDimsArray with reversed dims, still no copy) to get it.
+# Coming back, `from_dlpack` keeps the tensor's own index order too: a compact column-major
+# tensor becomes an `Array`, any other layout a `PermutedDimsArray`/`SubArray` over the same
+# memory with the same shape.
+
+"""
+    TensorView(A::AbstractArray)
+
+A borrowed `DLTensor` view (passed as type index 7, `kTVMFFIDLTensorPtr`) of a strided Julia
+array on the CPU: its pointer, `size(A)` and `strides(A)` (column-major for an `Array`), with
+no copy. Shape and strides are stored inline, so the view is one small allocation. Julia
+arrays passed to FFI functions become TensorViews automatically; the view (and the array it
+keeps in `parent`) is kept alive for the duration of the call only.
+
+A `DLTensor*` that a function receives as an argument or returns also becomes a TensorView
+(with `parent === nothing`): its memory belongs to someone else and is valid only as long as
+they say (for a callback argument: until the callback returns). `unsafe_array(view)` wraps it
+as a Julia array without copying.
+"""
+mutable struct TensorView{N}
+    # The first 48 bytes are a DLTensor (checked in test_layout.jl).
+    data::Ptr{Cvoid}
+    device::DLDevice
+    ndim::Int32
+    dtype::DLDataType
+    shape::Ptr{Int64}
+    strides::Ptr{Int64}
+    byte_offset::UInt64
+    shape_buf::NTuple{N,Int64}
+    strides_buf::NTuple{N,Int64}
+    parent::Any
+
+    function TensorView{N}(data::Ptr{Cvoid}, device::DLDevice, dtype::DLDataType,
+                           shape::NTuple{N,Int64}, strides::NTuple{N,Int64},
+                           byte_offset::UInt64, parent) where {N}
+        tv = new{N}(data, device, Int32(N), dtype, C_NULL, C_NULL, byte_offset, shape, strides, parent)
+        p = pointer_from_objref(tv)  # Julia's GC does not move objects
+        tv.shape = Ptr{Int64}(p + 48)
+        tv.strides = Ptr{Int64}(p + 48 + 8 * N)
+        return tv
+    end
+end
+
+"""
+    StridedView{T,N} <: AbstractArray{T,N}
+
+A Julia array over foreign memory with arbitrary positive strides (in elements), for tensor
+layouts that neither `Array` nor a `PermutedDimsArray` of one can express (e.g. a slice whose
+strides are not multiples of each other). `owner` keeps the memory alive (a `TVMTensor`, or
+`nothing` for memory someone else guarantees). It passes back to FFI functions as a
+`TensorView` with the same strides, like any strided array.
+"""
+struct StridedView{T,N} <: AbstractArray{T,N}
+    ptr::Ptr{T}
+    size::NTuple{N,Int}
+    strides::NTuple{N,Int}
+    owner::Any
+end
+Base.size(a::StridedView) = a.size
+Base.strides(a::StridedView) = a.strides
+Base.stride(a::StridedView{T,N}, k::Integer) where {T,N} = k <= N ? a.strides[k] : a.strides[N] * a.size[N]
+Base.IndexStyle(::Type{<:StridedView}) = IndexCartesian()
+Base.unsafe_convert(::Type{Ptr{T}}, a::StridedView{T}) where {T} = a.ptr
+Base.elsize(::Type{StridedView{T,N}}) where {T,N} = sizeof(T)
+@inline _offset(a::StridedView{T,N}, I::NTuple{N,Int}) where {T,N} =
+    sum(ntuple(k -> (I[k] - 1) * a.strides[k], Val(N))) + 1
+@inline function Base.getindex(a::StridedView{T,N}, I::Vararg{Int,N}) where {T,N}
+    @boundscheck checkbounds(a, I...)
+    return GC.@preserve a unsafe_load(a.ptr, _offset(a, I))
+end
+@inline function Base.setindex!(a::StridedView{T,N}, v, I::Vararg{Int,N}) where {T,N}
+    @boundscheck checkbounds(a, I...)
+    GC.@preserve a unsafe_store!(a.ptr, convert(T, v), _offset(a, I))
+    return a
+end
+
+# Strided CPU arrays with a DLPack element type (what passes as a TensorView).
+const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N}, StridedView{T,N},
+                                            PermutedDimsArray{T,N,<:Any,<:Any,<:StridedArray}}
+
+@inline _i64(t::NTuple{N,Integer}) where {N} = map(Int64, t)
+
+@inline TensorView(A::DLStridedArray) = _tensorview_of(A)
+@inline _tensorview_of(A::AbstractArray{T,N}) where {T,N} =
+    TensorView{N}(Ptr{Cvoid}(pointer(A)), DLDevice(kDLCPU, Int32(0)), DLDataType(T),
+                  _i64(size(A)), _i64(strides(A)), UInt64(0), A)
+TensorView(A::AbstractArray) = throw(ArgumentError(
+    "TensorView: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
+
+# A DLTensor someone else owns (a callback argument, a returned DLTensor*): metadata copied.
+# Small ranks get concrete types (no dynamic dispatch on the callback path).
+function TensorView(p::Ptr{DLTensor})
+    dl = unsafe_load(p)
+    n = Int(dl.ndim)
+    n == 1 && return _tensorview(dl, Val(1))
+    n == 2 && return _tensorview(dl, Val(2))
+    n == 3 && return _tensorview(dl, Val(3))
+    n == 0 && return _tensorview(dl, Val(0))
+    return _tensorview(dl, Val(n))
+end
+function _tensorview(dl::DLTensor, ::Val{N}) where {N}
+    shape = ntuple(i -> unsafe_load(dl.shape, i), Val(N))
+    strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), Val(N))
+    return TensorView{N}(dl.data, dl.device, dl.dtype, shape, strides, dl.byte_offset, nothing)
+end
+
+function _rowmajor_strides(shape::NTuple{N,Int64}) where {N}
+    s = ones(Int64, N)
+    for i in N-1:-1:1
+        s[i] = s[i+1] * shape[i+1]
+    end
+    return NTuple{N,Int64}(s)
+end
+
+Base.size(tv::TensorView) = tv.shape_buf
+Base.size(tv::TensorView, d::Integer) = d <= ndims(tv) ? Int(tv.shape_buf[d]) : 1
+Base.strides(tv::TensorView) = tv.strides_buf
+Base.ndims(::TensorView{N}) where {N} = N
+Base.length(tv::TensorView) = prod(tv.shape_buf)
+Base.eltype(tv::TensorView) = julia_type(tv.dtype)
+Base.pointer(tv::TensorView) = tv.data + tv.byte_offset
+dtype(tv::TensorView) = tv.dtype
+device(tv::TensorView) = tv.device
+Base.parent(tv::TensorView) = tv.parent
+Base.show(io::IO, tv::TensorView) =
+    print(io, "TensorView(", tv.dtype, _dims_string(size(tv)), ", strides=", strides(tv), ", ", tv.device, ")")
+_dims_string(s) = string("[", join(s, ", "), "]")
+
+"""
+    unsafe_array(tv::TensorView)
+
+The memory of a view as a Julia array, without copying: the original array for views of Julia
+arrays, otherwise an array over memory that someone else owns (valid only while they keep it).
+"""
+function unsafe_array(tv::TensorView)
+    tv.parent isa AbstractArray && return tv.parent
+    _is_host(tv.device) || throw(ArgumentError("unsafe_array: memory on $(tv.device) is not host memory"))
+    T = julia_type(tv.dtype)
+    return first(_wrap_strided(Ptr{T}(pointer(tv)), size(tv), strides(tv), nothing))
+end
+
+_is_host(d::DLDevice) = d.device_type in (kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged)
+
+# --- Wrapping foreign memory as a Julia array (shared by from_dlpack and unsafe_array) -------
+#
+# Returns (array, root). Compact column-major -> Array; compact in another dimension order
+# (e.g. row-major) -> PermutedDimsArray over an Array; any other positive strides -> a
+# StridedView. `root` is the Array that should carry a finalizer releasing `owner`, or
+# `nothing` when the array itself holds `owner` (StridedView) or there is no memory to share.
+function _wrap_strided(p::Ptr{T}, shape::NTuple{N,Int64}, strides::NTuple{N,Int64}, owner) where {T,N}
+    dims = map(Int, shape)
+    if N == 0
+        a = unsafe_wrap(Array, p, ())
+        return a, a
+    end
+    if any(==(0), dims) || p == C_NULL
+        return Array{T,N}(undef, dims), nothing  # no elements: nothing to share
+    end
+    any(s -> s < 0, strides) && throw(ArgumentError("from_dlpack: negative strides $(strides) are not supported"))
+    # order: dims of size > 1 by increasing stride, then the size-1 dims
+    big = sort!([i for i in 1:N if dims[i] > 1], by = i -> (strides[i], i))
+    order = vcat(big, [i for i in 1:N if dims[i] == 1])
+    expect = 1
+    compact = true
+    for i in big
+        strides[i] == expect || (compact = false; break)
+        expect *= dims[i]
+    end
+    if !compact
+        return StridedView{T,N}(p, dims, map(Int, strides), owner), nothing
+    end
+    if issorted(order)  # column-major in Julia order
+        a = unsafe_wrap(Array, p, dims)
+        return a, a
+    end
+    base = unsafe_wrap(Array, p, ntuple(k -> dims[order[k]], N))
+    return PermutedDimsArray(base, Tuple(invperm(order))), base
+end
+
+"""
+    rowmajor(A)
+
+`A` with its dimensions reversed, as a `PermutedDimsArray` (no copy): a column-major Julia
+array presented as a compact row-major tensor of the reversed shape, the form DLPack.jl uses
+and most kernels require. `rowmajor(rowmajor(A)) == A`.
+"""
+rowmajor(A::AbstractArray{T,N}) where {T,N} = PermutedDimsArray(A, ntuple(i -> N + 1 - i, N))
+
+# --- ffi.Tensor ------------------------------------------------------------------------------
+
+"""
+    TVMTensor(handle::Ptr{Cvoid}; borrowed::Bool)
+    TVMTensor(A::AbstractArray)      # same as to_dlpack(A): no copy
+
+A reference-counted `ffi.Tensor` (type index 70). `size`, `strides`, `ndims`, `eltype`,
+`length`, `dtype`, `device` and `pointer` read its DLTensor; `from_dlpack(t)` gives a Julia
+array over its memory (no copy) that keeps the tensor alive; `Array(t)` copies.
+"""
+@_object_wrapper TVMTensor
+
+TVMTensor(A::AbstractArray) = to_dlpack(A)
+
+_dl(t::TVMTensor) = unsafe_load(Ptr{DLTensor}(_live_handle(t) + LibAnyFFI.OBJECT_HEADER_SIZE))
+Base.ndims(t::TVMTensor) = Int(_dl(t).ndim)
+function Base.size(t::TVMTensor)
+    dl = _dl(t)
+    return ntuple(i -> Int(unsafe_load(dl.shape, i)), Int(dl.ndim))
+end
+Base.size(t::TVMTensor, d::Integer) = (s = size(t); d <= length(s) ? s[d] : 1)
+function Base.strides(t::TVMTensor)
+    dl = _dl(t)
+    n = Int(dl.ndim)
+    dl.strides == C_NULL && return map(Int, _rowmajor_strides(ntuple(i -> unsafe_load(dl.shape, i), n)))
+    return ntuple(i -> Int(unsafe_load(dl.strides, i)), n)
+end
+Base.length(t::TVMTensor) = prod(size(t))
+Base.eltype(t::TVMTensor) = julia_type(_dl(t).dtype)
+dtype(t::TVMTensor) = _dl(t).dtype
+device(t::TVMTensor) = _dl(t).device
+Base.pointer(t::TVMTensor) = (dl = _dl(t); dl.data + dl.byte_offset)
+Base.Array(t::TVMTensor) = Array(from_dlpack(t))
+
+function Base.show(io::IO, t::TVMTensor)
+    t.handle == C_NULL && return print(io, "TVMTensor(<released>)")
+    print(io, "TVMTensor(", dtype(t), _dims_string(size(t)), ", strides=", strides(t), ", ", device(t), ")")
+end
+
+"""
+    dtype(x)
+
+The `DLDataType` of a `TVMTensor` or a `TensorView`.
+"""
+function dtype end
+
+"""
+    device(x)
+
+The `DLDevice` of a `TVMTensor` or a `TensorView`.
+"""
+function device end
+
+# --- DLPack out of Julia ---------------------------------------------------------------------
+
+"""
+    to_dlpack(A::AbstractArray) -> TVMTensor
+
+A new `ffi.Tensor` over the memory of a strided CPU Julia array, without copying (Julia order
+and strides, see the layout note in `tensor.jl`). The array is kept alive until the library
+drops the tensor (its DLPack deleter releases it).
+"""
+function to_dlpack(A::DLStridedArray{T,N}) where {T,N}
+    mt = _managed_versioned(A)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
+    if rc != 0
+        # not adopted: free it ourselves (the deleter also releases the keep-alive box)
+        _dlpack_deleter_versioned(mt)
+        check_call(rc)
+    end
+    return TVMTensor(out[]; borrowed = false)
+end
+to_dlpack(t::TVMTensor) = t
+to_dlpack(A::AbstractArray) = throw(ArgumentError(
+    "to_dlpack: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
+
+# A malloc'd DLManagedTensorVersioned over A's memory; shape and strides follow the struct.
+function _managed_versioned(A::DLStridedArray{T,N}) where {T,N}
+    box = _keepalive!(A)
+    nbytes = sizeof(DLManagedTensorVersioned) + 16 * N
+    mem = Libc.malloc(nbytes)
+    mem == C_NULL && (_mark_dead!(box); throw(OutOfMemoryError()))
+    mt = Ptr{DLManagedTensorVersioned}(mem)
+    shp = Ptr{Int64}(mem + sizeof(DLManagedTensorVersioned))
+    strd = shp + 8 * N
+    for i in 1:N
+        unsafe_store!(shp, Int64(size(A, i)), i)
+        unsafe_store!(strd, Int64(stride(A, i)), i)
+    end
+    dl = DLTensor(Ptr{Cvoid}(pointer(A)), DLDevice(kDLCPU, Int32(0)), Int32(N), DLDataType(T),
+                  shp, strd, UInt64(0))
+    unsafe_store!(mt, DLManagedTensorVersioned(
+        DLPackVersion(LibAnyFFI.DLPACK_MAJOR_VERSION, LibAnyFFI.DLPACK_MINOR_VERSION),
+        pointer_from_objref(box), DLPACK_DELETER_VERSIONED[], UInt64(0), dl))
+    return mt
+end
+
+const DLPACK_DELETER_VERSIONED = Ref{Ptr{Cvoid}}(C_NULL)
+
+# The deleter of our managed tensors: may run inside a finalizer, so it only stores and frees.
+function _dlpack_deleter_versioned(mt::Ptr{DLManagedTensorVersioned})::Cvoid
+    mt == C_NULL && return
+    ctx = unsafe_load(Ptr{Ptr{Cvoid}}(mt + fieldoffset(DLManagedTensorVersioned, 2)))
+    ctx != C_NULL && _mark_dead!(unsafe_pointer_to_objref(ctx)::_KeepAlive)
+    Libc.free(mt)
+    return
+end
+
+"""
+    to_dlpack_versioned(t) -> Ptr{DLManagedTensorVersioned}
+    to_dlpack_legacy(t)    -> Ptr{DLManagedTensor}
+
+Export a tensor (or a Julia array, through `to_dlpack`) as a raw DLPack managed tensor that
+holds a reference. The caller owns the pointer: hand it to a consumer (`from_dlpack(ptr)` or
+another DLPack library) or call its deleter.
+"""
+function to_dlpack_versioned(t::TVMTensor)
+    out = Ref{Ptr{DLManagedTensorVersioned}}(C_NULL)
+    GC.@preserve t check_call(TVMFFITensorToDLPackVersioned(_live_handle(t), out))
+    return out[]
+end
+function to_dlpack_legacy(t::TVMTensor)
+    out = Ref{Ptr{DLManagedTensor}}(C_NULL)
+    GC.@preserve t check_call(TVMFFITensorToDLPack(_live_handle(t), out))
+    return out[]
+end
+to_dlpack_versioned(A::AbstractArray) = to_dlpack_versioned(to_dlpack(A))
+to_dlpack_legacy(A::AbstractArray) = to_dlpack_legacy(to_dlpack(A))
+
+# --- DLPack into Julia -----------------------------------------------------------------------
+
+"""
+    from_dlpack(t::TVMTensor) -> AbstractArray
+    from_dlpack(p::Ptr{DLManagedTensorVersioned}) -> TVMTensor   (takes ownership on success)
+    from_dlpack(p::Ptr{DLManagedTensor}) -> TVMTensor            (legacy; same)
+
+For a tensor in host memory: a Julia array over the same memory, with the tensor's shape and
+index order, without copying. The array keeps the tensor alive (one reference, released by the
+array's finalizer). A compact column-major tensor gives an `Array`; other layouts give a
+`PermutedDimsArray` over an `Array`, and any other strided layout a `StridedView`. For raw DLPack pointers: adopt them as a
+`TVMTensor`, as `TVMFFITensorFromDLPack*` does.
+"""
+# Whether _wrap_strided will return a StridedView (non-compact layout with elements).
+function _wrap_needs_owner(shape::NTuple{N,Int64}, strides::NTuple{N,Int64}) where {N}
+    (N == 0 || any(==(0), shape)) && return false
+    big = sort!([i for i in 1:N if shape[i] > 1], by = i -> (strides[i], i))
+    expect = 1
+    for i in big
+        strides[i] == expect || return true
+        expect *= shape[i]
+    end
+    return false
+end
+
+function from_dlpack(t::TVMTensor)
+    h = _live_handle(t)
+    dl = _dl(t)
+    _is_host(dl.device) || throw(ArgumentError("from_dlpack: tensor on $(dl.device) is not in host memory"))
+    T = julia_type(dl.dtype)
+    n = Int(dl.ndim)
+    shape = ntuple(i -> unsafe_load(dl.shape, i), n)
+    strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), n)
+    if _wrap_needs_owner(shape, strides)
+        # a StridedView holds the tensor itself
+        return first(_wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides,
+                                   TVMTensor(h; borrowed = true)))
+    end
+    arr, root = _wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides, nothing)
+    if root !== nothing
+        TVMFFIObjectIncRef(h)  # the array's own reference, released by its finalizer
+        finalizer(_ -> (TVMFFIObjectDecRef(h); nothing), root)
+    end
+    return arr
+end
+from_dlpack(A::AbstractArray) = A
+
+function from_dlpack(p::Ptr{DLManagedTensorVersioned}; require_alignment::Integer = 0,
+                     require_contiguous::Bool = false)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    check_call(TVMFFITensorFromDLPackVersioned(p, require_alignment, require_contiguous, out))
+    return TVMTensor(out[]; borrowed = false)
+end
+function from_dlpack(p::Ptr{DLManagedTensor}; require_alignment::Integer = 0,
+                     require_contiguous::Bool = false)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    check_call(TVMFFITensorFromDLPack(p, require_alignment, require_contiguous, out))
+    return TVMTensor(out[]; borrowed = false)
+end

@@ -1,0 +1,93 @@
+# Containers. ffi.Shape is in the core; Array/List/Map/Dict need the container globals (spec §8)
+# and are skipped until the library registers them.
+@testset "containers" begin
+    @testset "ffi.Shape" begin
+        s = TVMShape(2, 3, 4)
+        @test length(s) == 3 && size(s) == (3,) && s[1] == 2 && s[end] == 4
+        @test collect(s) == [2, 3, 4] && Tuple(s) == (2, 3, 4) && s == (2, 3, 4)
+        @test [x for x in s] == [2, 3, 4] && eltype(TVMShape) == Int64
+        @test_throws BoundsError s[4]
+        @test TVMShape((5, 6)) == [5, 6] && TVMShape([7]) == (7,) && length(TVMShape()) == 0
+        @test repr(s) == "TVMShape((2, 3, 4))"
+        @test TVMShape(2, 3, 4) == s && TVMShape(2, 3) != s && hash(TVMShape(2, 3, 4)) == hash(s)
+        e = catch_tvm(() -> get_global_func("ffi.Shape")(1, "x"))
+        @test e isa TVMError
+    end
+
+    @testset "ffi.Array" begin
+        if !skip_unless("ffi.Array tests", "ffi.Array")
+            a = TVMArray([1, "two", 3.0, nothing, TVMShape(1, 2)])
+            @test a isa TVMArray && type_index(a) == 71 && length(a) == 5
+            @test a[1] == 1 && a[2] == "two" && a[3] == 3.0 && a[4] === nothing && a[5] == [1, 2]
+            @test collect(a)[1:4] == Any[1, "two", 3.0, nothing]
+            @test_throws BoundsError a[6]
+            @test length(TVMArray()) == 0
+            # tuples and non-numeric vectors pass as ffi.Array
+            @test ECHO((1, 2, 3)) isa TVMArray && collect(ECHO((1, 2, 3))) == [1, 2, 3]
+            @test collect(ECHO(["a", "b"])) == ["a", "b"]
+            @test collect(APPLY(() -> (1, "x"))) == Any[1, "x"]
+            nested = TVMArray(((1, 2), (3, (4, 5))))
+            @test collect(nested[2][2]) == [4, 5]
+            seen = APPLY(x -> x isa TVMArray && length(x) == 2 && x[2] == "b", ("a", "b"))
+            @test seen === true
+            if have("ffi.ArraySize")
+                @test get_global_func("ffi.ArraySize")(a) == 5
+            end
+        end
+    end
+
+    @testset "ffi.List" begin
+        if !skip_unless("ffi.List tests", "ffi.List", "ffi.ListAppend", "ffi.ListSetItem", "ffi.ListPop")
+            l = TVMList([1, 2])
+            @test l isa TVMList && type_index(l) == 75 && collect(l) == [1, 2]
+            push!(l, "three")
+            @test length(l) == 3 && l[3] == "three"
+            l[1] = 10
+            @test l[1] == 10
+            @test pop!(l) == "three" && length(l) == 2
+            if have("ffi.ListInsert", "ffi.ListErase", "ffi.ListClear")
+                insert!(l, 1, 0)
+                @test collect(l) == [0, 10, 2]
+                deleteat!(l, 2)
+                @test collect(l) == [0, 2]
+                empty!(l)
+                @test isempty(l)
+            end
+        end
+    end
+
+    @testset "ffi.Map" begin
+        if !skip_unless("ffi.Map tests", "ffi.Map", "ffi.MapSize", "ffi.MapGetItem", "ffi.MapCount",
+                        "ffi.MapForwardIterFunctor")
+            m = TVMMap(Dict("a" => 1, "b" => "two", 3 => 4.5))
+            @test m isa TVMMap && type_index(m) == 72 && length(m) == 3
+            @test m["a"] == 1 && m["b"] == "two" && m[3] == 4.5
+            @test haskey(m, "a") && !haskey(m, "zz") && get(m, "zz", :default) == :default
+            @test_throws KeyError m["zz"]
+            @test Set(keys(m)) == Set(Any["a", "b", 3]) && length(values(m)) == 3
+            @test Dict(m) == Dict{Any,Any}("a" => 1, "b" => "two", 3 => 4.5)
+            @test length(collect(m)) == 3
+            big_ = TVMMap(Dict(i => i^2 for i in 1:50))      # dense layout
+            @test length(big_) == 50 && big_[7] == 49 && sum(last, collect(big_)) == sum(i^2 for i in 1:50)
+            @test ECHO(Dict("k" => "v")) isa TVMMap
+            @test APPLY(x -> x["k"], Dict("k" => "v")) == "v"
+            @test length(TVMMap()) == 0 && isempty(collect(TVMMap()))
+        end
+    end
+
+    @testset "ffi.Dict" begin
+        if !skip_unless("ffi.Dict tests", "ffi.Dict", "ffi.DictSize", "ffi.DictGetItem", "ffi.DictCount",
+                        "ffi.DictSetItem", "ffi.DictErase", "ffi.DictForwardIterFunctor")
+            d = TVMDict("x" => 1)
+            @test d isa TVMDict && type_index(d) == 76 && d["x"] == 1
+            d["y"] = 2
+            @test length(d) == 2 && d["y"] == 2
+            delete!(d, "x")
+            @test !haskey(d, "x") && length(d) == 1
+            if have("ffi.DictClear")
+                empty!(d)
+                @test isempty(d)
+            end
+        end
+    end
+end

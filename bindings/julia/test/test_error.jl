@@ -1,0 +1,70 @@
+# Errors both ways: library errors come back as TVMError (kind, message, backtrace); Julia
+# exceptions leave callbacks as ffi.Errors whose kind follows `AnyFFI.error_kind`.
+@testset "errors" begin
+    @testset "library errors -> TVMError" begin
+        for kind in ("ValueError", "TypeError", "IndexError", "KeyError", "RuntimeError", "MyCustomError")
+            e = catch_tvm(() -> RAISE(kind, "message of $kind"))
+            @test e isa TVMError && e.kind == kind && e.message == "message of $kind"
+            @test occursin("File \"", e.backtrace)
+            @test e.handle != C_NULL && type_key(e) == "ffi.Error"
+        end
+        e = catch_tvm(() -> ADD_ONE("not an int"))
+        @test e.kind == "TypeError"
+        e = catch_tvm(() -> ADD_ONE(typemax(Int64)))
+        @test e.kind == "ValueError" && occursin("overflow", e.message)
+        e = catch_tvm(() -> ECHO())
+        @test e.kind == "TypeError"
+        e = catch_tvm(() -> get_global_func("ffi.Shape")(1, "x"))
+        @test e.kind == "ValueError" || e.kind == "TypeError"
+        msg = sprint(showerror, catch_tvm(() -> RAISE("ValueError", "shown")))
+        @test startswith(msg, "TVMError: ValueError: shown") && occursin("backtrace", msg)
+        @test repr(TVMError("KeyError", "k")) == "TVMError(\"KeyError\", \"k\")"
+        @test TVMError("X", "y") isa Exception
+        @test_throws ArgumentError TVMError(C_NULL; borrowed = false)
+    end
+
+    @testset "Julia exceptions -> error kinds (through Rust: apply)" begin
+        cases = [
+            (() -> throw(ArgumentError("arg")), "ValueError", "arg"),
+            (() -> throw(DomainError(-1, "dom")), "ValueError", "dom"),
+            (() -> Int8(1000), "ValueError", "InexactError"),
+            (() -> throw(DimensionMismatch("dims")), "ValueError", "dims"),
+            (() -> throw(MethodError(+, ("a",))), "TypeError", "MethodError"),
+            (() -> Base.typeassert(1, String), "TypeError", "TypeError"),
+            (() -> [1, 2, 3][10], "IndexError", "BoundsError"),
+            (() -> Dict(1 => 2)[3], "KeyError", "KeyError"),
+            (() -> error("plain error"), "RuntimeError", "plain error"),
+            (() -> throw(TVMError("CustomKind", "custom message")), "CustomKind", "custom message"),
+            (() -> throw(42), "RuntimeError", "42"),
+        ]
+        for (f, kind, needle) in cases
+            e = catch_tvm(() -> APPLY(f))
+            @test e isa TVMError && e.kind == kind && occursin(needle, e.message)
+            # and directly: Julia -> C -> Julia callback
+            e2 = catch_tvm(() -> TVMFunction(f)())
+            @test e2 isa TVMError && e2.kind == kind
+        end
+        e = catch_tvm(() -> APPLY(() -> error("where")))
+        @test occursin("File \"", e.backtrace)           # Julia frames, library format
+    end
+
+    @testset "errors pass through nested callbacks unchanged" begin
+        # Rust -> Julia -> Rust error -> Julia callback rethrows -> Rust -> Julia
+        inner = catch_tvm(() -> RAISE("IndexError", "deep"))
+        e = catch_tvm(() -> APPLY(() -> RAISE("IndexError", "deep")))
+        @test e.kind == "IndexError" && e.message == "deep"
+        e = catch_tvm(() -> APPLY(() -> APPLY(() -> throw(KeyError(:k)))))
+        @test e.kind == "KeyError"
+        # a caught TVMError rethrown from a callback re-raises the same ffi.Error object
+        caught = catch_tvm(() -> RAISE("ValueError", "same object"))
+        e = catch_tvm(() -> APPLY(() -> throw(caught)))
+        @test e.handle == caught.handle
+        # a callback that catches a library error and returns normally
+        @test APPLY(() -> (catch_tvm(() -> RAISE("ValueError", "x")).kind)) == "ValueError"
+    end
+
+    @testset "a callback whose result cannot be converted" begin
+        e = catch_tvm(() -> APPLY(() -> Core.svec(1)))
+        @test e isa TVMError && e.kind == "ValueError"
+    end
+end

@@ -1,0 +1,104 @@
+# Calls with 0 to 11 arguments in both directions, callbacks, and the global registry.
+
+function positional(xs...)  # digits in argument order: checks that order is preserved
+    acc = 0
+    for i in 1:length(xs)
+        acc += xs[i] * 10^(i - 1)
+    end
+    return acc
+end
+
+struct Scale  # a callable struct
+    k::Int
+end
+(s::Scale)(x) = s.k * x
+@testset "functions" begin
+    @testset "calls with 0..11 arguments" begin
+        cb = TVMFunction(positional)
+        count_args = TVMFunction((xs...) -> length(xs))
+        for n in 0:11
+            args = ntuple(i -> i % 10, n)
+            @test NOP(args...) === nothing                   # Julia -> Rust
+            @test count_args(args...) == n                   # Julia -> C -> Julia
+            @test cb(args...) == positional(args...)         # order preserved
+            @test APPLY(count_args, args...) == n            # Rust -> Julia
+            @test APPLY(cb, args...) == positional(args...)
+            mixed = ntuple(i -> (1, 2.5, "str", nothing, true, Float32[1, 2], cpu())[mod1(i, 7)], n)
+            @test count_args(mixed...) == n
+            @test APPLY(count_args, mixed...) == n
+        end
+        @test APPLY(count_args, (1:11)...) == 11
+    end
+
+    @testset "callbacks see the converted arguments" begin
+        seen = Any[]
+        rec = TVMFunction((xs...) -> (append!(seen, xs); length(xs)))
+        A = rand(Float32, 3, 2)
+        APPLY(rec, 1, 2.0, true, nothing, "s", "a longer string", codeunits("bytes"), DLDataType(Float16), cuda(1), A)
+        @test seen[1:9] == Any[1, 2.0, true, nothing, "s", "a longer string", Vector{UInt8}(codeunits("bytes")), DLDataType(Float16), cuda(1)]
+        @test seen[10] isa TensorView && size(seen[10]) == (3, 2) && unsafe_array(seen[10]) == A
+        @test seen[10].parent === nothing                  # a borrowed view from C
+        empty!(seen)
+        f = TVMFunction(x -> x)
+        APPLY(rec, f, TVMShape(2, 3))
+        @test seen[1] == f && seen[2] isa TVMShape && seen[2] == [2, 3]
+    end
+
+    @testset "callback results" begin
+        for x in (1, 2.5, true, nothing, "short", "a longer result string", DLDataType(Int8), cpu(),
+                  big(2)^100, Ptr{Cvoid}(UInt(0x10)))
+            @test APPLY(() -> x) == x
+        end
+        @test APPLY(() -> codeunits("returned bytes")) == Vector{UInt8}(codeunits("returned bytes"))
+        # a Julia array returned from a callback becomes an ffi.Tensor over its memory (no copy)
+        A = rand(Float64, 4, 3)
+        t = APPLY(() -> A)
+        @test t isa TVMTensor && size(t) == (4, 3) && pointer(t) == pointer(A) && from_dlpack(t) == A
+        # functions returned from callbacks, and called from Rust
+        adder = APPLY(() -> TVMFunction(x -> x + 10))
+        @test adder(5) == 15 && APPLY(adder, 1) == 11
+        @test APPLY(() -> (x -> 2x))(21) == 42           # a plain Julia function is wrapped
+        # Julia functions as arguments are wrapped for the call
+        @test APPLY(x -> x * 3, 7) == 21
+    end
+
+    @testset "registry" begin
+        name = "anyffi.julia_test.square"
+        f = register_global_func(name, x -> x * x)
+        @test f isa TVMFunction
+        g = get_global_func(name)
+        @test g(7) == 49 && g == f
+        @test name in list_global_func_names()
+        @test "anyffi.testing.nop" in list_global_func_names()
+        e = catch_tvm(() -> register_global_func(name, x -> x))
+        @test e isa TVMError && occursin("already registered", e.message)
+        register_global_func(name; override = true) do x
+            x + 1
+        end
+        @test get_global_func(name)(7) == 8
+        @test AnyFFI.global_func_metadata(name) == ""
+        @test remove_global_func(name) == true
+        @test get_global_func(name) === nothing
+        @test remove_global_func(name) == false
+        @test !(name in list_global_func_names())
+        @test get_global_func("no.such.function") === nothing
+        # a TVMFunction registers as itself
+        h = register_global_func("anyffi.julia_test.add_one_alias", ADD_ONE)
+        @test h == ADD_ONE && get_global_func("anyffi.julia_test.add_one_alias")(1) == 2
+        remove_global_func("anyffi.julia_test.add_one_alias")
+        # callable structs
+        @test TVMFunction(Scale(3))(4) == 12
+    end
+
+    @testset "function object lifetime" begin
+        f = TVMFunction(x -> x)
+        n = use_count(f)
+        churn(f) = (for _ in 1:100; ECHO(f); APPLY(f, 1); end; nothing)
+        churn(f)
+        GC.gc(); GC.gc()
+        @test use_count(f) == n
+        @test occursin("TVMFunction", repr(f))
+        AnyFFI.release!(f)
+        @test_throws ArgumentError f(1)
+    end
+end

@@ -1,0 +1,77 @@
+# GC stress: thousands of registrations, callbacks, objects and arrays crossing the boundary,
+# interleaved with full collections. Afterwards every Julia value the library held has been
+# released (live_callbacks back to its baseline) and reference counts balance.
+
+# One round; a function so that nothing it made stays on the test's stack.
+function gc_round(round::Int, names::Vector{String}, shape::TVMShape)
+    ok = 0
+    for i in 1:150
+        name = "anyffi.julia_gc.f$(round)_$i"
+        k = i
+        register_global_func(name, x -> x + k)              # registration (a closure)
+        push!(names, name)
+        ok += get_global_func(name)(1) == k + 1
+        A = rand(Float32, 8)
+        t = TVMTensor(A)                                   # array exported to the library
+        ok += from_dlpack(t) == A
+        ok += APPLY(v -> length(unsafe_array(v)), A) == 8  # view into a callback
+        ok += ECHO(shape) == shape                         # objects in and out
+        ok += APPLY(x -> x, shape) == shape
+        ok += APPLY(() -> rand(Int32, 3)) isa TVMTensor     # arrays out of a callback
+        f = TVMFunction(() -> i)                           # throwaway callbacks
+        ok += f() == i
+    end
+    return ok
+end
+
+@testset "GC stress" begin
+    GC.gc(); GC.gc()
+    base_live = AnyFFI.live_callbacks()
+    shape = TVMShape(1, 2)
+    base_count = use_count(shape)
+    names = String[]
+    total = 0
+    for round in 1:20
+        total += gc_round(round, names, shape)
+        if round % 2 == 0
+            foreach(remove_global_func, names)
+            empty!(names)
+        end
+        GC.gc(round % 3 == 0)
+    end
+    foreach(remove_global_func, names)
+    empty!(names)
+    @test total == 20 * 150 * 7
+    for _ in 1:4
+        GC.gc()
+    end
+    @test use_count(shape) == base_count
+    @test AnyFFI.live_callbacks() == base_live
+    @test !any(startswith("anyffi.julia_gc."), list_global_func_names())
+end
+
+# Calls, callbacks, exports and collections from several Julia threads at once (test.sh runs
+# with JULIA_NUM_THREADS=2). Each callback runs on the thread that called in.
+@testset "threads" begin
+    if Threads.nthreads() == 1
+        println("note: threads test runs on one thread (set JULIA_NUM_THREADS=2 for the concurrent case)")
+    end
+    GC.gc(); GC.gc()
+    base_live = AnyFFI.live_callbacks()
+    ok = Threads.Atomic{Int}(0)
+    wrong_thread = Threads.Atomic{Int}(0)
+    Threads.@threads for i in 1:2000
+        caller = Threads.threadid()
+        f = TVMFunction(x -> (Threads.threadid() == caller || Threads.atomic_add!(wrong_thread, 1); x + 1))
+        A = rand(Float32, 4)
+        t = TVMTensor(A)
+        if APPLY(f, i) == i + 1 && from_dlpack(t) == A && ECHO("string number $i") == "string number $i"
+            Threads.atomic_add!(ok, 1)
+        end
+        i % 250 == 0 && GC.gc(false)
+    end
+    @test ok[] == 2000
+    @test wrong_thread[] == 0
+    GC.gc(); GC.gc()
+    @test AnyFFI.live_callbacks() == base_live
+end

@@ -1,0 +1,179 @@
+# Tensors: Julia arrays as borrowed DLTensor views (no copy, Julia order, column-major strides),
+# every dtype, strided views, ffi.Tensor objects, DLPack round trips and lifetimes.
+
+const ALL_ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
+                     Float16, Float32, Float64, ComplexF32, ComplexF64, BFloat16)
+const DTYPE_NAMES = Dict(Bool => "bool", Int8 => "int8", Int16 => "int16", Int32 => "int32",
+    Int64 => "int64", UInt8 => "uint8", UInt16 => "uint16", UInt32 => "uint32", UInt64 => "uint64",
+    Float16 => "float16", Float32 => "float32", Float64 => "float64", ComplexF32 => "complex64",
+    ComplexF64 => "complex128", BFloat16 => "bfloat16")
+
+sample(::Type{Bool}, dims...) = rand(Bool, dims...)
+sample(::Type{BFloat16}, dims...) = BFloat16.(rand(Float32, dims...))
+sample(::Type{T}, dims...) where {T} = rand(T, dims...)
+
+same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
+
+@testset "tensors" begin
+    @testset "dtypes" begin
+        for T in ALL_ELTYPES
+            dt = DLDataType(T)
+            @test julia_type(dt) == T
+            T <: Complex && continue  # the library's dtype grammar has no complex names
+            @test string(dt) == DTYPE_NAMES[T]
+            @test DLDataType(DTYPE_NAMES[T]) == dt
+        end
+        @test DLDataType(ComplexF32) == DLDataType(LibAnyFFI.kDLComplex, 64, 1)
+        @test DLDataType(Float32) == DLDataType(LibAnyFFI.kDLFloat, 32, 1)
+        @test DLDataType(BFloat16) == DLDataType(LibAnyFFI.kDLBfloat, 16, 1)
+        @test DLDataType(Float16) == DLDataType(LibAnyFFI.kDLFloat, 16, 1)
+        @test string(DLDataType("float8_e4m3fn")) == "float8_e4m3fn"
+        @test string(DLDataType("float32x4")) == "float32x4"
+        @test_throws ArgumentError julia_type(DLDataType("float8_e5m2"))
+        @test_throws ArgumentError DLDataType(String)
+        e = catch_tvm(() -> DLDataType("not_a_dtype"))
+        @test e.kind == "ValueError"
+        @test repr(DLDataType(Float32)) == "DLDataType(\"float32\")"
+        # BFloat16 is raw bits with round-to-nearest-even conversions
+        @test sizeof(BFloat16) == 2 && isprimitivetype(BFloat16)
+        @test Float32(BFloat16(1.5f0)) == 1.5f0
+        @test reinterpret(UInt16, BFloat16(1.0f0 + 2.0f0^-8)) == 0x3f80   # tie -> even
+        @test reinterpret(UInt16, BFloat16(1.0f0 + 3 * 2.0f0^-8)) == 0x3f82
+        @test isnan(Float32(BFloat16(NaN32)))
+        # devices
+        @test string(cpu()) == "cpu:0" && string(cuda(2)) == "cuda:2"
+        @test DLDevice("cuda:1") == cuda(1) && DLDevice(:cpu) == cpu()
+        @test repr(cuda(1)) == "DLDevice(\"cuda:1\")"
+        @test_throws ArgumentError DLDevice(:nosuchdevice)
+    end
+
+    @testset "arrays as DLTensor views: every dtype, through Rust and back into Julia" begin
+        for T in ALL_ELTYPES
+            A = sample(T, 3, 4)
+            tv = ECHO(A)
+            @test tv isa TensorView && tv.parent === A && tv.dtype == DLDataType(T)
+            @test size(tv) == (3, 4) && strides(tv) == (1, 3) && eltype(tv) == T
+            @test pointer(tv) == pointer(A)
+            # a Julia callback receives a borrowed view of the same memory
+            got = APPLY(v -> (v isa TensorView && eltype(v) == T && size(v) == (3, 4) &&
+                              strides(v) == (1, 3) && pointer(v) == pointer(A) &&
+                              unsafe_array(v) == A), A)
+            @test got === true
+            # and can write through it (no copy anywhere)
+            if T <: Union{Integer,AbstractFloat} && T !== Bool
+                B = zeros(T, 5)
+                APPLY(v -> (unsafe_array(v)[2] = one(T); nothing), B)
+                @test B[2] == one(T)
+            end
+        end
+    end
+
+    @testset "contiguous and strided arrays keep their strides" begin
+        M = reshape(Float32.(1:60), 3, 4, 5)
+        cases = [
+            (M, (3, 4, 5), (1, 3, 12)),
+            (view(M, 2:3, :, 1), (2, 4), (1, 3)),
+            (view(M, 1, :, :), (4, 5), (3, 12)),
+            (view(M, :, 1:2:4, 2:2:5), (3, 2, 2), (1, 6, 24)),
+            (view(vec(M), 1:7:60), (9,), (7,)),
+            (PermutedDimsArray(M, (3, 1, 2)), (5, 3, 4), (12, 1, 3)),
+            (rowmajor(M), (5, 4, 3), (12, 3, 1)),
+            (transpose(view(M, :, :, 1)) |> collect, (4, 3), (1, 4)),
+            (reshape(view(vec(M), 1:24), 4, 6), (4, 6), (1, 4)),
+            (fill(1.5f0), (), ()),
+            (Float32[], (0,), (1,)),
+        ]
+        for (A, sz, st) in cases
+            tv = TensorView(A)
+            @test size(tv) == sz && strides(tv) == st
+            @test APPLY(v -> size(v) == sz && strides(v) == st && pointer(v) == pointer(A), A) === true
+            if length(A) > 0
+                @test APPLY(v -> collect(unsafe_array(v)) == collect(A), A)
+            end
+        end
+        @test_throws ArgumentError TensorView(1:3)               # a range is not strided memory
+        @test TVMTensor(view(M, :, 2, :)) isa TVMTensor
+    end
+
+    @testset "TVMTensor and from_dlpack (no copy, same index order)" begin
+        for T in ALL_ELTYPES
+            A = sample(T, 4, 3)
+            t = TVMTensor(A)
+            @test t isa TVMTensor && type_index(t) == 70
+            @test size(t) == (4, 3) && strides(t) == (1, 4) && eltype(t) == T && ndims(t) == 2
+            @test dtype(t) == DLDataType(T) && device(t) == cpu() && length(t) == 12
+            B = from_dlpack(t)
+            @test B isa Array{T,2} && B == A && pointer(B) == pointer(A)
+            @test Array(t) == A && pointer(Array(t)) != pointer(A)
+        end
+        # other layouts come back in the tensor's index order, over the same memory
+        M = reshape(Float64.(1:24), 2, 3, 4)
+        for V in (rowmajor(M), PermutedDimsArray(M, (2, 3, 1)), view(M, :, 1:2:3, :),
+                  view(M, 2, :, 2:3), view(M, 1:1, 2:3, 1:2:4), view(vec(M), 2:5:24))
+            t = TVMTensor(V)
+            B = from_dlpack(t)
+            @test size(B) == size(V) && B == V
+            @test pointer(t) == pointer(V)
+        end
+        @test from_dlpack(TVMTensor(view(M, :, 1:2:3, :))) isa StridedView   # strides (1, 4, 6)
+        B = from_dlpack(TVMTensor(rowmajor(M)))
+        @test B isa PermutedDimsArray && parent(B) isa Array && pointer(parent(B)) == pointer(M)
+        z = from_dlpack(TVMTensor(fill(2.0)))
+        @test size(z) == () && z[] == 2.0
+        @test size(from_dlpack(TVMTensor(zeros(Float32, 0, 3)))) == (0, 3)
+        @test from_dlpack(M) === M
+        @test occursin("float64[2, 3, 4]", repr(TVMTensor(M)))
+    end
+
+    @testset "DLPack round trips through the C API" begin
+        A = rand(Float32, 5, 6)
+        t = TVMTensor(A)
+        n = use_count(t)
+        p = AnyFFI.to_dlpack_versioned(t)               # a managed tensor holding a reference
+        @test use_count(t) == n + 1
+        t2 = from_dlpack(p)                             # adopted by a new ffi.Tensor
+        @test pointer(t2) == pointer(A) && size(t2) == (5, 6) && strides(t2) == (1, 5)
+        @test same_data(t2, A)
+        AnyFFI.release!(t2)
+        GC.gc()
+        @test use_count(t) == n
+        q = AnyFFI.to_dlpack_legacy(t)
+        t3 = from_dlpack(q)
+        @test pointer(t3) == pointer(A) && use_count(t) == n + 1
+        AnyFFI.release!(t3)
+        @test use_count(t) == n
+        # require_contiguous: a column-major matrix is not compact row-major
+        p = AnyFFI.to_dlpack_versioned(t)
+        e = catch_tvm(() -> from_dlpack(p; require_contiguous = true))
+        @test e isa TVMError && occursin("contiguous", e.message)
+        # not adopted on failure: free it through its own deleter
+        del = unsafe_load(p).deleter
+        ccall(del, Cvoid, (Ptr{Cvoid},), p)
+        @test use_count(t) == n
+        # a row-major presentation is compact
+        r = TVMTensor(rowmajor(A))
+        p = AnyFFI.to_dlpack_versioned(r)
+        r2 = from_dlpack(p; require_contiguous = true)
+        @test size(r2) == (6, 5) && from_dlpack(r2) == rowmajor(A)
+    end
+
+    @testset "lifetimes: arrays, tensors and views outlive each other safely" begin
+        B = let
+            A = collect(Float32, 1:1000)
+            from_dlpack(TVMTensor(A))                   # B keeps the tensor, the tensor keeps A
+        end
+        for _ in 1:3
+            GC.gc()
+            x = [rand(1000) for _ in 1:100]             # churn the allocator
+        end
+        @test B == collect(Float32, 1:1000)
+        # echo of a Julia array: the returned view keeps the array
+        tv = ECHO(rand(Float32, 100))
+        GC.gc()
+        @test length(unsafe_array(tv)) == 100
+        # the library's view of a Julia array (an ffi.Tensor from a callback) keeps it alive
+        t = APPLY(() -> collect(Int32, 1:10))
+        GC.gc(); GC.gc()
+        @test from_dlpack(t) == 1:10
+    end
+end
