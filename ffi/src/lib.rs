@@ -19,6 +19,7 @@ pub mod dtype;
 pub mod error;
 pub mod function;
 pub mod hash;
+pub mod json;
 pub mod list;
 pub mod map;
 pub mod map_base;

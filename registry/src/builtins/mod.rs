@@ -2,6 +2,7 @@
 
 mod basic;
 mod containers;
+mod json;
 mod module;
 mod registry;
 mod testing;
@@ -13,6 +14,7 @@ pub fn register_all(r: &mut Registrar<'_>) {
     registry::register(r);
     basic::register(r);
     containers::register(r);
+    json::register(r);
     module::register(r);
     testing::register(r);
 }

@@ -1,0 +1,7 @@
+// main.cc: one program holding every case of tests/structural (one translation unit, so the
+// cases run in the order of the files below and of their lines). See run.sh.
+#include "harness.h"
+
+#include "cases_json.cc"
+
+int main() { return harness::RunAll(); }
