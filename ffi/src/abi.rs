@@ -97,6 +97,11 @@ pub const kTVMFFISEqHashKindDAGNode: i32 = 3;
 pub const kTVMFFISEqHashKindConstTreeNode: i32 = 4;
 pub const kTVMFFISEqHashKindUniqueInstance: i32 = 5;
 
+// Definition regions of structural equality/hash/visit (TVMFFIDefRegionKind).
+pub const kTVMFFIDefRegionKindNone: i32 = 0;
+pub const kTVMFFIDefRegionKindPattern: i32 = 1;
+pub const kTVMFFIDefRegionKindSimple: i32 = 2;
+
 // ---------------------------------------------------------------------------------------------
 // DLPack 1.3
 // ---------------------------------------------------------------------------------------------

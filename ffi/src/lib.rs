@@ -29,6 +29,7 @@ pub mod sentinel;
 pub mod seq;
 pub mod shape;
 pub mod string;
+pub mod structural;
 pub mod tensor;
 pub mod type_table;
 

@@ -19,6 +19,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -206,8 +207,15 @@ struct AddCase {
 #define CASE(name) \
   static ::harness::AddCase HCAT(case_, __COUNTER__)(name, []() -> ::tvm::ffi::Any
 
+/*!
+ * \brief Runs every case. Cases named `ours.*` exercise inputs the official library cannot survive
+ * (cycles make it recurse until the stack overflows); they are skipped when HARNESS_SKIP_OURS is
+ * set, and their expected lines are written by hand in expected_ours.txt.
+ */
 inline int RunAll() {
+  const char* skip = std::getenv("HARNESS_SKIP_OURS");
   for (const Case& c : Cases()) {
+    if (skip != nullptr && skip[0] != 0 && c.name.rfind("ours.", 0) == 0) continue;
     std::string line;
     try {
       Any r = c.run();

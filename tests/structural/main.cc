@@ -3,5 +3,9 @@
 #include "harness.h"
 
 #include "cases_json.cc"
+#include "cases_structural.cc"
 
-int main() { return harness::RunAll(); }
+int main() {
+  st::RegisterTypes();
+  return harness::RunAll();
+}

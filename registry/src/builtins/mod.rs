@@ -5,6 +5,7 @@ mod containers;
 mod json;
 mod module;
 mod registry;
+mod structural;
 mod testing;
 
 use crate::global::Registrar;
@@ -15,6 +16,7 @@ pub fn register_all(r: &mut Registrar<'_>) {
     basic::register(r);
     containers::register(r);
     json::register(r);
+    structural::register(r);
     module::register(r);
     testing::register(r);
 }

@@ -1,0 +1,704 @@
+//! `ffi.StructuralEqual(lhs, rhs, map_free_vars, skip_tensor_content)` and the first-mismatch
+//! search behind `ffi.GetFirstStructuralMismatch`: the official comparison, including the
+//! small/heap string cross-checks, NaN, DAG and free-variable mappings in both directions,
+//! definition regions, tensor content, the `__s_equal__` hook and its callback, and the access
+//! steps of the first mismatch (innermost step first, as they are found).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{
+    attr_function, container_len, field_name, fields_of, get_field, map_get, map_items, seq_items,
+    structural_kind, tensor_parts, WalkRef, MAX_HOOK_DEPTH,
+};
+use crate::abi::*;
+use crate::any::{Any, AnyView};
+use crate::bigint::BigIntObj;
+use crate::error::{Error, Result};
+use crate::function::Function;
+use crate::string::raw_any_bytes;
+
+/// The `__s_equal__` attribute column.
+pub const S_EQUAL_ATTR: &str = "__s_equal__";
+
+/// One access step of a mismatch path.
+#[derive(Clone, Debug)]
+pub enum PathStep {
+    Attr(String),
+    ArrayItem(i64),
+    ArrayItemMissing(i64),
+    MapItem(Any),
+    MapItemMissing(Any),
+}
+
+/// Whether `lhs` and `rhs` are structurally equal.
+pub fn structural_equal(
+    lhs: &Any,
+    rhs: &Any,
+    map_free_vars: bool,
+    skip_tensor_content: bool,
+) -> Result<bool> {
+    Comparer::new(map_free_vars, skip_tensor_content, false).run(lhs, rhs)
+}
+
+/// The steps (root first) to the first mismatch on each side, or `None` when equal.
+#[allow(clippy::type_complexity)]
+pub fn first_mismatch(
+    lhs: &Any,
+    rhs: &Any,
+    map_free_vars: bool,
+    skip_tensor_content: bool,
+) -> Result<Option<(Vec<PathStep>, Vec<PathStep>)>> {
+    let c = Comparer::new(map_free_vars, skip_tensor_content, true);
+    if c.run(lhs, rhs)? {
+        return Ok(None);
+    }
+    let (mut l, mut r) = c.paths.take().unwrap_or_default();
+    l.reverse();
+    r.reverse();
+    Ok(Some((l, r)))
+}
+
+struct Comparer {
+    region: Cell<i32>,
+    skip_tensor_content: bool,
+    /// Reverse mismatch paths (lhs, rhs), when tracing.
+    paths: RefCell<Option<(Vec<PathStep>, Vec<PathStep>)>>,
+    /// lhs object -> rhs object, and back (kept alive so addresses stay unique).
+    map_lhs: RefCell<HashMap<usize, (Any, Any)>>,
+    map_rhs: RefCell<HashMap<usize, (Any, Any)>>,
+    /// Containers and objects on the current path, per side.
+    active: RefCell<HashSet<(bool, usize)>>,
+    hook_depth: Cell<usize>,
+    callback: RefCell<Option<Function>>,
+    walk: RefCell<Option<Arc<WalkRef<Comparer>>>>,
+}
+
+enum Step {
+    Done(bool),
+    Push(Frame),
+}
+
+enum Next {
+    Child(Any, Any),
+    Done(bool),
+}
+
+struct SeqFrame {
+    ptrs: (usize, usize),
+    lhs: Vec<Any>,
+    rhs: Vec<Any>,
+    next: usize,
+}
+
+struct MapFrame {
+    ptrs: (usize, usize),
+    lhs_obj: Any,
+    rhs_obj: Any,
+    lhs: Vec<(Any, Any)>,
+    next: usize,
+    /// The lhs key and mapped rhs key of the value being compared.
+    current: Option<(Any, Any)>,
+}
+
+struct FieldsFrame {
+    lhs: Any,
+    rhs: Any,
+    kind: i32,
+    free_var_saved: Option<i32>,
+    fields: Vec<&'static TVMFFIFieldInfo>,
+    next: usize,
+    field_saved: Option<i32>,
+}
+
+enum Frame {
+    Seq(SeqFrame),
+    Map(MapFrame),
+    Fields(FieldsFrame),
+}
+
+fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
+    // SAFETY: callers pass object values only.
+    unsafe { v.raw().value.v_obj }
+}
+
+fn enter_region(current: i32, requested: i32) -> i32 {
+    if current == kTVMFFIDefRegionKindPattern {
+        kTVMFFIDefRegionKindPattern
+    } else {
+        requested
+    }
+}
+
+/// Cross-representation string equality (small vs heap, String vs Bytes kinds kept apart).
+fn string_cross_equal(l: &TVMFFIAny, r: &TVMFFIAny) -> bool {
+    let pair_ok = matches!(
+        (l.type_index, r.type_index),
+        (kTVMFFIStr, kTVMFFISmallStr)
+            | (kTVMFFISmallStr, kTVMFFIStr)
+            | (kTVMFFIBytes, kTVMFFISmallBytes)
+            | (kTVMFFISmallBytes, kTVMFFIBytes)
+    );
+    // SAFETY: both are live string-like values.
+    pair_ok && unsafe { raw_any_bytes(l) == raw_any_bytes(r) }
+}
+
+impl Comparer {
+    fn new(map_free_vars: bool, skip_tensor_content: bool, trace: bool) -> Comparer {
+        Comparer {
+            region: Cell::new(if map_free_vars {
+                kTVMFFIDefRegionKindPattern
+            } else {
+                kTVMFFIDefRegionKindNone
+            }),
+            skip_tensor_content,
+            paths: RefCell::new(trace.then(Default::default)),
+            map_lhs: RefCell::new(HashMap::new()),
+            map_rhs: RefCell::new(HashMap::new()),
+            active: RefCell::new(HashSet::new()),
+            hook_depth: Cell::new(0),
+            callback: RefCell::new(None),
+            walk: RefCell::new(None),
+        }
+    }
+
+    fn tracing(&self) -> bool {
+        self.paths.borrow().is_some()
+    }
+
+    fn record(&self, l: PathStep, r: PathStep) {
+        if let Some((lp, rp)) = self.paths.borrow_mut().as_mut() {
+            lp.push(l);
+            rp.push(r);
+        }
+    }
+
+    fn run(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
+        let r = self.compare_any(lhs, rhs);
+        if let Some(w) = self.walk.borrow().as_ref() {
+            w.clear();
+        }
+        r
+    }
+
+    fn compare_any(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut result = match self.begin(lhs, rhs)? {
+            Step::Done(b) => return Ok(b),
+            Step::Push(f) => {
+                stack.push(f);
+                None
+            }
+        };
+        loop {
+            let top = stack.last_mut().expect("a frame is open");
+            let next = match result.take() {
+                Some(ok) => self.accept(top, ok)?,
+                None => self.next(top)?,
+            };
+            match next {
+                Next::Child(l, r) => match self.begin(&l, &r)? {
+                    Step::Done(b) => result = Some(b),
+                    Step::Push(f) => stack.push(f),
+                },
+                Next::Done(b) => {
+                    let frame = stack.pop().expect("a frame is open");
+                    self.leave_frame(&frame);
+                    if stack.is_empty() {
+                        return Ok(b);
+                    }
+                    result = Some(b);
+                }
+            }
+        }
+    }
+
+    fn enter(&self, l: &Any, r: &Any) -> Result<(usize, usize)> {
+        let (lp, rp) = (obj_ptr(l) as usize, obj_ptr(r) as usize);
+        let mut active = self.active.borrow_mut();
+        for (side, p, v) in [(false, lp, l), (true, rp, r)] {
+            if active.contains(&(side, p)) {
+                return Err(Error::value_error(format!(
+                    "StructuralEqual: cycle detected, a `{}` contains itself",
+                    v.as_view().type_key()
+                )));
+            }
+        }
+        active.insert((false, lp));
+        active.insert((true, rp));
+        Ok((lp, rp))
+    }
+
+    fn leave(&self, (lp, rp): (usize, usize)) {
+        let mut active = self.active.borrow_mut();
+        active.remove(&(false, lp));
+        active.remove(&(true, rp));
+    }
+
+    fn leave_frame(&self, frame: &Frame) {
+        match frame {
+            Frame::Seq(f) => self.leave(f.ptrs),
+            Frame::Map(f) => self.leave(f.ptrs),
+            Frame::Fields(_) => {}
+        }
+    }
+
+    fn begin(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
+        let (l, r) = (lhs.raw(), rhs.raw());
+        let ti = l.type_index;
+        if ti != r.type_index {
+            return Ok(Step::Done(string_cross_equal(l, r)));
+        }
+        if ti < kTVMFFIStaticObjectBegin {
+            // SAFETY: Float stores v_float64; every value has 8 payload bytes.
+            unsafe {
+                if ti == kTVMFFIFloat && l.value.v_float64.is_nan() {
+                    return Ok(Step::Done(r.value.v_float64.is_nan()));
+                }
+                return Ok(Step::Done(
+                    l.small_str_len == r.small_str_len && l.value.v_int64 == r.value.v_int64,
+                ));
+            }
+        }
+        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
+        match ti {
+            kTVMFFIBigInt => {
+                // SAFETY: live BigInt objects.
+                let eq = unsafe {
+                    (*(lo as *const BigIntObj)).words() == (*(ro as *const BigIntObj)).words()
+                };
+                Ok(Step::Done(eq))
+            }
+            // SAFETY: live string objects.
+            kTVMFFIStr | kTVMFFIBytes => {
+                Ok(Step::Done(unsafe { raw_any_bytes(l) == raw_any_bytes(r) }))
+            }
+            kTVMFFIArray | kTVMFFIList => {
+                // SAFETY: live sequences.
+                let (ln, rn) = unsafe { (container_len(lo, ti), container_len(ro, ti)) };
+                if ln != rn && !self.tracing() {
+                    return Ok(Step::Done(false));
+                }
+                let ptrs = self.enter(lhs, rhs)?;
+                // SAFETY: live sequences.
+                let (lv, rv) = unsafe { (seq_items(lo), seq_items(ro)) };
+                Ok(Step::Push(Frame::Seq(SeqFrame {
+                    ptrs,
+                    lhs: lv,
+                    rhs: rv,
+                    next: 0,
+                })))
+            }
+            kTVMFFIMap | kTVMFFIDict => {
+                // SAFETY: live maps.
+                let (ln, rn) = unsafe { (container_len(lo, ti), container_len(ro, ti)) };
+                if ln != rn && !self.tracing() {
+                    return Ok(Step::Done(false));
+                }
+                let ptrs = self.enter(lhs, rhs)?;
+                Ok(Step::Push(Frame::Map(MapFrame {
+                    ptrs,
+                    lhs_obj: lhs.clone(),
+                    rhs_obj: rhs.clone(),
+                    // SAFETY: a live map.
+                    lhs: unsafe { map_items(lo) },
+                    next: 0,
+                    current: None,
+                })))
+            }
+            kTVMFFIShape => {
+                let a = lhs.get::<crate::shape::Shape>()?;
+                let b = rhs.get::<crate::shape::Shape>()?;
+                Ok(Step::Done(a.as_slice() == b.as_slice()))
+            }
+            kTVMFFITensor => self.compare_tensor(lo, ro).map(Step::Done),
+            _ => self.begin_object(lhs, rhs),
+        }
+    }
+
+    fn compare_tensor(&self, lo: *mut TVMFFIObject, ro: *mut TVMFFIObject) -> Result<bool> {
+        if lo == ro {
+            return Ok(true);
+        }
+        // SAFETY: live tensors.
+        let (a, b) = unsafe { (tensor_parts(lo), tensor_parts(ro)) };
+        if a.shape != b.shape {
+            return Ok(false);
+        }
+        if (a.dtype.code, a.dtype.bits, a.dtype.lanes)
+            != (b.dtype.code, b.dtype.bits, b.dtype.lanes)
+        {
+            return Ok(false);
+        }
+        if self.skip_tensor_content {
+            return Ok(true);
+        }
+        for (side, t) in [("lhs", &a), ("rhs", &b)] {
+            if t.device.device_type != kDLCPU {
+                return Err(Error::internal(format!(
+                    "Check failed: {side}.device().device_type == kDLCPU ({} vs. {}) : can only compare CPU tensor",
+                    t.device.device_type, kDLCPU
+                )));
+            }
+        }
+        for (side, t) in [("lhs", &a), ("rhs", &b)] {
+            if !t.contiguous {
+                return Err(Error::internal(format!(
+                    "Check failed: ({side}.IsContiguous()) is false: Can only compare contiguous tensor"
+                )));
+            }
+        }
+        // SAFETY: contiguous CPU tensors of the same shape and dtype hold `data_size` bytes each.
+        Ok(unsafe { a.bytes() == b.bytes() })
+    }
+
+    fn begin_object(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
+        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
+        // SAFETY: a live object.
+        let ti = unsafe { (*lo).type_index };
+        let kind = structural_kind(ti)?;
+        if kind == kTVMFFISEqHashKindUniqueInstance {
+            return Ok(Step::Done(lo == ro));
+        }
+        if kind == kTVMFFISEqHashKindConstTreeNode && lo == ro {
+            return Ok(Step::Done(true));
+        }
+        if kind == kTVMFFISEqHashKindDAGNode || kind == kTVMFFISEqHashKindFreeVar {
+            if let Some((_, mapped)) = self.map_lhs.borrow().get(&(lo as usize)) {
+                return Ok(Step::Done(obj_ptr(mapped) == ro));
+            }
+            if self.map_rhs.borrow().contains_key(&(ro as usize)) {
+                return Ok(Step::Done(false));
+            }
+        }
+        let free_var_saved = (kind == kTVMFFISEqHashKindFreeVar).then(|| {
+            let saved = self.region.get();
+            if saved == kTVMFFIDefRegionKindSimple {
+                self.region.set(kTVMFFIDefRegionKindNone);
+            }
+            saved
+        });
+        if let Some(hook) = attr_function(S_EQUAL_ATTR, ti)? {
+            let ptrs = self.enter(lhs, rhs)?;
+            let ok = self.call_hook(&hook, lhs, rhs);
+            self.leave(ptrs);
+            return Ok(Step::Done(self.finish_object(
+                lhs,
+                rhs,
+                kind,
+                free_var_saved,
+                ok?,
+            )));
+        }
+        let ptrs = self.enter(lhs, rhs)?;
+        let _ = ptrs;
+        Ok(Step::Push(Frame::Fields(FieldsFrame {
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+            kind,
+            free_var_saved,
+            fields: fields_of(ti),
+            next: 0,
+            field_saved: None,
+        })))
+    }
+
+    fn bind(&self, lhs: &Any, rhs: &Any) {
+        self.map_lhs
+            .borrow_mut()
+            .insert(obj_ptr(lhs) as usize, (lhs.clone(), rhs.clone()));
+        self.map_rhs
+            .borrow_mut()
+            .insert(obj_ptr(rhs) as usize, (rhs.clone(), lhs.clone()));
+    }
+
+    /// The DAG and free-variable bookkeeping after the fields compared `fields_ok`.
+    fn finish_object(
+        &self,
+        lhs: &Any,
+        rhs: &Any,
+        kind: i32,
+        free_var_saved: Option<i32>,
+        fields_ok: bool,
+    ) -> bool {
+        let Some(saved) = free_var_saved else {
+            if fields_ok && kind == kTVMFFISEqHashKindDAGNode {
+                self.bind(lhs, rhs);
+            }
+            return fields_ok;
+        };
+        self.region.set(saved);
+        if !fields_ok {
+            return false;
+        }
+        if obj_ptr(lhs) == obj_ptr(rhs) || saved != kTVMFFIDefRegionKindNone {
+            self.bind(lhs, rhs);
+            return true;
+        }
+        false
+    }
+
+    /// The mapped counterpart of an lhs map key (objects through the lhs->rhs mapping).
+    fn map_key(&self, key: &Any, lhs_side: bool) -> Any {
+        if key.type_index() < kTVMFFIStaticObjectBegin {
+            return key.clone();
+        }
+        let table = if lhs_side {
+            &self.map_lhs
+        } else {
+            &self.map_rhs
+        };
+        match table.borrow().get(&(obj_ptr(key) as usize)) {
+            Some((_, mapped)) => mapped.clone(),
+            None => key.clone(),
+        }
+    }
+
+    fn next(&self, frame: &mut Frame) -> Result<Next> {
+        match frame {
+            Frame::Seq(f) => {
+                let n = f.lhs.len().min(f.rhs.len());
+                if f.next < n {
+                    let i = f.next;
+                    f.next += 1;
+                    return Ok(Next::Child(
+                        std::mem::take(&mut f.lhs[i]),
+                        std::mem::take(&mut f.rhs[i]),
+                    ));
+                }
+                if f.lhs.len() == f.rhs.len() {
+                    return Ok(Next::Done(true));
+                }
+                let (ln, rn) = (f.lhs.len() as i64, f.rhs.len() as i64);
+                if ln > rn {
+                    self.record(PathStep::ArrayItem(rn), PathStep::ArrayItemMissing(rn));
+                } else {
+                    self.record(PathStep::ArrayItemMissing(ln), PathStep::ArrayItem(ln));
+                }
+                Ok(Next::Done(false))
+            }
+            Frame::Map(f) => {
+                let rhs_obj = obj_ptr(&f.rhs_obj);
+                while f.next < f.lhs.len() {
+                    let (k, v) = std::mem::take(&mut f.lhs[f.next]);
+                    f.next += 1;
+                    let rk = self.map_key(&k, true);
+                    // SAFETY: a live map.
+                    match unsafe { map_get(rhs_obj, &rk) }? {
+                        None => {
+                            self.record(PathStep::MapItem(k), PathStep::MapItemMissing(rk));
+                            return Ok(Next::Done(false));
+                        }
+                        Some(rv) => {
+                            f.current = Some((k, rk));
+                            return Ok(Next::Child(v, rv));
+                        }
+                    }
+                }
+                let lhs_obj = obj_ptr(&f.lhs_obj);
+                let ti = f.lhs_obj.type_index();
+                // SAFETY: live maps.
+                let (ln, rn) = unsafe { (container_len(lhs_obj, ti), container_len(rhs_obj, ti)) };
+                if ln == rn {
+                    return Ok(Next::Done(true));
+                }
+                // SAFETY: a live map.
+                for (k, _) in unsafe { map_items(rhs_obj) } {
+                    let lk = self.map_key(&k, false);
+                    // SAFETY: a live map.
+                    if unsafe { map_get(lhs_obj, &lk) }?.is_none() {
+                        self.record(PathStep::MapItemMissing(lk), PathStep::MapItem(k));
+                        return Ok(Next::Done(false));
+                    }
+                }
+                Ok(Next::Done(false))
+            }
+            Frame::Fields(f) => {
+                while f.next < f.fields.len() {
+                    let field = f.fields[f.next];
+                    if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+                        f.next += 1;
+                        continue;
+                    }
+                    let lv = get_field(obj_ptr(&f.lhs), field)?;
+                    let rv = get_field(obj_ptr(&f.rhs), field)?;
+                    let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
+                        | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
+                    if field.flags & def_any != 0 {
+                        let requested =
+                            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+                                kTVMFFIDefRegionKindSimple
+                            } else {
+                                kTVMFFIDefRegionKindPattern
+                            };
+                        let saved = self.region.get();
+                        self.region.set(enter_region(saved, requested));
+                        f.field_saved = Some(saved);
+                    }
+                    // `next` advances when the result comes back (the failing field is named).
+                    return Ok(Next::Child(lv, rv));
+                }
+                Ok(Next::Done(self.finish_fields(f, true)))
+            }
+        }
+    }
+
+    fn finish_fields(&self, f: &mut FieldsFrame, ok: bool) -> bool {
+        self.leave((obj_ptr(&f.lhs) as usize, obj_ptr(&f.rhs) as usize));
+        self.finish_object(&f.lhs, &f.rhs, f.kind, f.free_var_saved, ok)
+    }
+
+    /// A child's result: continue (`next`) on success, or record this level's step and fail.
+    fn accept(&self, frame: &mut Frame, ok: bool) -> Result<Next> {
+        match frame {
+            Frame::Seq(f) => {
+                if ok {
+                    return self.next(frame);
+                }
+                let i = (f.next - 1) as i64;
+                self.record(PathStep::ArrayItem(i), PathStep::ArrayItem(i));
+                Ok(Next::Done(false))
+            }
+            Frame::Map(f) => {
+                let (k, rk) = f.current.take().expect("a map value was being compared");
+                if ok {
+                    return self.next(frame);
+                }
+                self.record(PathStep::MapItem(k), PathStep::MapItem(rk));
+                Ok(Next::Done(false))
+            }
+            Frame::Fields(f) => {
+                if let Some(saved) = f.field_saved.take() {
+                    self.region.set(saved);
+                }
+                let field = f.fields[f.next];
+                f.next += 1;
+                if ok {
+                    return self.next(frame);
+                }
+                let name = field_name(field);
+                self.record(PathStep::Attr(name.clone()), PathStep::Attr(name));
+                Ok(Next::Done(self.finish_fields(f, false)))
+            }
+        }
+    }
+
+    fn call_hook(&self, hook: &Function, lhs: &Any, rhs: &Any) -> Result<bool> {
+        let cb = Any::from(self.callback()?);
+        let r = hook.call(&[lhs.as_view(), rhs.as_view(), cb.as_view()])?;
+        match r.type_index() {
+            kTVMFFIBool | kTVMFFIInt => Ok(r.as_view().as_i64().unwrap_or(0) != 0),
+            _ => Err(Error::type_error(format!(
+                "{S_EQUAL_ATTR} of `{}` must return a bool, got `{}`",
+                lhs.as_view().type_key(),
+                r.as_view().type_key()
+            ))),
+        }
+    }
+
+    /// The `(lhs, rhs, def_region_kind, field_name) -> bool` callback of `__s_equal__` hooks.
+    fn callback(&self) -> Result<Function> {
+        if let Some(f) = self.callback.borrow().as_ref() {
+            return Ok(f.clone());
+        }
+        let walk = Arc::new(WalkRef::new(self as *const Comparer));
+        *self.walk.borrow_mut() = Some(walk.clone());
+        let f = Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
+            let c = walk.get("StructuralEqual callback")?;
+            let [l, r, kind, name] = args else {
+                return Err(Error::type_error(format!(
+                    "StructuralEqual callback: expected 4 arguments (lhs, rhs, def_region_kind, field_name), got {}",
+                    args.len()
+                )));
+            };
+            let kind = kind.as_i64().ok_or_else(|| {
+                Error::type_error(format!(
+                    "StructuralEqual callback: argument #2 must be an int, got `{}`",
+                    kind.type_key()
+                ))
+            })? as i32;
+            let depth = c.hook_depth.get();
+            if depth >= MAX_HOOK_DEPTH {
+                return Err(Error::value_error(format!(
+                    "StructuralEqual: custom hooks nested deeper than {MAX_HOOK_DEPTH} levels"
+                )));
+            }
+            let current = c.region.get();
+            let requested = if kind == kTVMFFIDefRegionKindNone {
+                current
+            } else {
+                kind
+            };
+            c.region.set(enter_region(current, requested));
+            c.hook_depth.set(depth + 1);
+            let ok = c.compare_any(&l.to_owned()?, &r.to_owned()?);
+            c.hook_depth.set(depth);
+            c.region.set(current);
+            let ok = ok?;
+            if !ok && c.tracing() {
+                let name = name.as_str().ok_or_else(|| {
+                    Error::type_error(format!(
+                        "Cannot treat type `{}` as type `str`",
+                        name.type_key()
+                    ))
+                })?;
+                c.record(
+                    PathStep::Attr(name.to_owned()),
+                    PathStep::Attr(name.to_owned()),
+                );
+            }
+            Ok(Any::from(ok))
+        });
+        *self.callback.borrow_mut() = Some(f.clone());
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::array_of;
+    use crate::list::List;
+
+    fn eq(a: Any, b: Any) -> bool {
+        structural_equal(&a, &b, false, false).unwrap()
+    }
+
+    #[test]
+    fn basics() {
+        assert!(eq(
+            Any::from(array_of([1i64, 2])),
+            Any::from(array_of([1i64, 2]))
+        ));
+        assert!(!eq(
+            Any::from(array_of([1i64, 2])),
+            Any::from(array_of([1i64, 3]))
+        ));
+        assert!(!eq(Any::from(1i64), Any::from(1.0f64)));
+        assert!(eq(Any::from(f64::NAN), Any::from(-f64::NAN)));
+        assert!(!eq(Any::from(0.0f64), Any::from(-0.0f64)));
+        let heap = Any::from(crate::string::Str::from_content(b"abc"));
+        assert!(eq(heap, Any::from("abc")));
+    }
+
+    #[test]
+    fn mismatch_paths() {
+        let a = Any::from(array_of([1i64, 2, 3]));
+        let b = Any::from(array_of([1i64, 2]));
+        let (l, r) = first_mismatch(&a, &b, false, false).unwrap().unwrap();
+        assert!(matches!(l[..], [PathStep::ArrayItem(2)]));
+        assert!(matches!(r[..], [PathStep::ArrayItemMissing(2)]));
+        assert!(first_mismatch(&a, &a, false, false).unwrap().is_none());
+    }
+
+    #[test]
+    fn cycles_are_errors() {
+        let l = List::new();
+        l.push(Any::from(l.clone()));
+        let v = Any::from(l.clone());
+        let e = structural_equal(&v, &v, false, false).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        l.clear();
+    }
+}

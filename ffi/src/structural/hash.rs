@@ -1,0 +1,574 @@
+//! `ffi.StructuralHash(value, map_free_vars, skip_tensor_content)`: the official structural hash,
+//! value for value: the same combine order, type-key-hash seeds, free-variable counters inside
+//! definition regions, DAG node counters, order-independent map hashing (ties drop their
+//! values), tensor content, and the `__s_hash__` hook with its callback.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{
+    attr_function, fields_of, get_field, key_hash_of, map_items, seq_items, structural_kind,
+    tensor_parts, WalkRef, MAX_HOOK_DEPTH,
+};
+use crate::abi::*;
+use crate::any::{Any, AnyView};
+use crate::bigint::BigIntObj;
+use crate::error::{Error, Result};
+use crate::function::Function;
+use crate::hash::{stable_hash_bytes, stable_hash_combine};
+use crate::string::raw_any_bytes;
+
+/// The `__s_hash__` attribute column.
+pub const S_HASH_ATTR: &str = "__s_hash__";
+
+/// The structural hash of `value` (the official `uint64` bits).
+pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bool) -> Result<u64> {
+    let hasher = Hasher {
+        region: Cell::new(if map_free_vars {
+            kTVMFFIDefRegionKindPattern
+        } else {
+            kTVMFFIDefRegionKindNone
+        }),
+        skip_tensor_content,
+        free_var_counter: Cell::new(0),
+        graph_node_counter: Cell::new(0),
+        memo: RefCell::new(HashMap::new()),
+        active: RefCell::new(HashSet::new()),
+        hook_depth: Cell::new(0),
+        callback: RefCell::new(None),
+        walk: RefCell::new(None),
+    };
+    let result = hasher.hash_any(value);
+    if let Some(w) = hasher.walk.borrow().as_ref() {
+        w.clear();
+    }
+    result
+}
+
+struct Hasher {
+    region: Cell<i32>,
+    skip_tensor_content: bool,
+    free_var_counter: Cell<u32>,
+    graph_node_counter: Cell<u32>,
+    /// Finished objects (kept alive so their addresses stay unique) and their hashes.
+    memo: RefCell<HashMap<usize, (Any, u64)>>,
+    /// Containers and objects on the current path.
+    active: RefCell<HashSet<usize>>,
+    hook_depth: Cell<usize>,
+    callback: RefCell<Option<Function>>,
+    walk: RefCell<Option<Arc<WalkRef<Hasher>>>>,
+}
+
+enum Step {
+    Done(u64),
+    Push(Frame),
+}
+
+enum MapStep {
+    /// A tie group: only the key hash is mixed in.
+    Key(u64),
+    /// A unique key: its hash, then the value's.
+    KeyValue(u64, Any),
+}
+
+enum Frame {
+    Seq {
+        obj: usize,
+        hash: u64,
+        items: Vec<Any>,
+        next: usize,
+    },
+    Map {
+        obj: usize,
+        hash: u64,
+        steps: Vec<MapStep>,
+        next: usize,
+    },
+    Fields(FieldsFrame),
+}
+
+struct FieldsFrame {
+    value: Any,
+    kind: i32,
+    /// The region to restore once this (free-variable) object is finished.
+    free_var_saved: Option<i32>,
+    hash: u64,
+    fields: Vec<&'static TVMFFIFieldInfo>,
+    next: usize,
+    /// The region to restore after the field being hashed (a definition field).
+    field_saved: Option<i32>,
+}
+
+enum Next {
+    Child(Any),
+    Done(u64),
+}
+
+fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
+    // SAFETY: callers pass object values only.
+    unsafe { v.raw().value.v_obj }
+}
+
+/// The entered region for a definition field or callback request, given the current one.
+fn enter_region(current: i32, requested: i32) -> i32 {
+    if current == kTVMFFIDefRegionKindPattern {
+        kTVMFFIDefRegionKindPattern
+    } else {
+        requested
+    }
+}
+
+impl Hasher {
+    fn hash_any(&self, root: &Any) -> Result<u64> {
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut result = match self.begin(root)? {
+            Step::Done(h) => return Ok(h),
+            Step::Push(f) => {
+                stack.push(f);
+                None
+            }
+        };
+        loop {
+            let top = stack.last_mut().expect("a frame is open");
+            if let Some(h) = result.take() {
+                self.accept(top, h);
+            }
+            match self.next(top)? {
+                Next::Child(v) => match self.begin(&v)? {
+                    Step::Done(h) => result = Some(h),
+                    Step::Push(f) => stack.push(f),
+                },
+                Next::Done(h) => {
+                    stack.pop();
+                    if stack.is_empty() {
+                        return Ok(h);
+                    }
+                    result = Some(h);
+                }
+            }
+        }
+    }
+
+    fn enter(&self, v: &Any) -> Result<usize> {
+        let p = obj_ptr(v) as usize;
+        if !self.active.borrow_mut().insert(p) {
+            return Err(Error::value_error(format!(
+                "StructuralHash: cycle detected, a `{}` contains itself",
+                v.as_view().type_key()
+            )));
+        }
+        Ok(p)
+    }
+
+    fn leave(&self, p: usize) {
+        self.active.borrow_mut().remove(&p);
+    }
+
+    fn begin(&self, v: &Any) -> Result<Step> {
+        let raw = v.raw();
+        let ti = raw.type_index;
+        if ti < kTVMFFIStaticObjectBegin {
+            // SAFETY: every value has 8 payload bytes (unused ones zero).
+            let word = unsafe { raw.value.v_uint64 };
+            let h = match ti {
+                // SAFETY: Float stores v_float64.
+                kTVMFFIFloat if unsafe { raw.value.v_float64 }.is_nan() => {
+                    stable_hash_combine(ti as u64, f64::NAN.to_bits())
+                }
+                kTVMFFISmallStr => stable_hash_combine(kTVMFFIStr as u64, word % 2_147_483_647),
+                _ => stable_hash_combine(ti as u64, word),
+            };
+            return Ok(Step::Done(h));
+        }
+        let obj = obj_ptr(v);
+        match ti {
+            kTVMFFIBigInt => Ok(Step::Done(bigint_hash(obj))),
+            kTVMFFIStr | kTVMFFIBytes => {
+                // SAFETY: a live string object.
+                let bytes = unsafe { raw_any_bytes(raw) }.unwrap_or_default();
+                Ok(Step::Done(stable_hash_combine(
+                    ti as u64,
+                    stable_hash_bytes(bytes),
+                )))
+            }
+            kTVMFFIArray | kTVMFFIList => {
+                let p = self.enter(v)?;
+                // SAFETY: a live sequence object.
+                let items = unsafe { seq_items(obj) };
+                Ok(Step::Push(Frame::Seq {
+                    obj: p,
+                    hash: stable_hash_combine(key_hash_of(ti), items.len() as u64),
+                    items,
+                    next: 0,
+                }))
+            }
+            kTVMFFIMap | kTVMFFIDict => {
+                let p = self.enter(v)?;
+                // SAFETY: a live map object.
+                let entries = unsafe { map_items(obj) };
+                let hash = stable_hash_combine(key_hash_of(ti), entries.len() as u64);
+                let mut items: Vec<(u64, Any)> = entries
+                    .into_iter()
+                    .filter_map(|(k, val)| self.order_independent_hash(&k).map(|h| (h, val)))
+                    .collect();
+                items.sort_by_key(|(h, _)| *h);
+                let mut steps = Vec::with_capacity(items.len());
+                let mut i = 0;
+                while i < items.len() {
+                    let mut k = i + 1;
+                    while k < items.len() && items[k].0 == items[i].0 {
+                        k += 1;
+                    }
+                    if k == i + 1 {
+                        let (h, val) = std::mem::take(&mut items[i]);
+                        steps.push(MapStep::KeyValue(h, val));
+                    } else {
+                        steps.push(MapStep::Key(items[i].0));
+                    }
+                    i = k;
+                }
+                Ok(Step::Push(Frame::Map {
+                    obj: p,
+                    hash,
+                    steps,
+                    next: 0,
+                }))
+            }
+            kTVMFFIShape => {
+                let dims = v.get::<crate::shape::Shape>()?;
+                let dims = dims.as_slice();
+                let mut h = stable_hash_combine(key_hash_of(ti), dims.len() as u64);
+                for &d in dims {
+                    h = stable_hash_combine(h, d as u64);
+                }
+                Ok(Step::Done(h))
+            }
+            kTVMFFITensor => self.tensor_hash(obj).map(Step::Done),
+            _ => self.begin_object(v),
+        }
+    }
+
+    fn tensor_hash(&self, obj: *mut TVMFFIObject) -> Result<u64> {
+        // SAFETY: a live tensor object.
+        let t = unsafe { tensor_parts(obj) };
+        let mut h = stable_hash_combine(key_hash_of(kTVMFFITensor), t.shape.len() as u64);
+        for &d in t.shape {
+            h = stable_hash_combine(h, d as u64);
+        }
+        h = stable_hash_combine(h, super::dtype_word(t.dtype));
+        if !self.skip_tensor_content {
+            if t.device.device_type != kDLCPU {
+                return Err(Error::internal(format!(
+                    "Check failed: tensor.device().device_type == kDLCPU ({} vs. {}) : can only hash CPU tensor",
+                    t.device.device_type, kDLCPU
+                )));
+            }
+            if !t.contiguous {
+                return Err(Error::internal(
+                    "Check failed: (tensor.IsContiguous()) is false: Can only hash contiguous tensor",
+                ));
+            }
+            // SAFETY: a contiguous CPU tensor's data covers its packed size.
+            h = stable_hash_combine(h, stable_hash_bytes(unsafe { t.bytes() }));
+        }
+        Ok(h)
+    }
+
+    /// The hash a map key contributes independently of the order entries are visited in, or
+    /// `None` for an object key not hashed yet (such keys are left out).
+    fn order_independent_hash(&self, k: &Any) -> Option<u64> {
+        let raw = k.raw();
+        let ti = raw.type_index;
+        if ti < kTVMFFIStaticObjectBegin {
+            // SAFETY: every value has 8 payload bytes.
+            let word = unsafe { raw.value.v_uint64 };
+            return Some(if ti == kTVMFFISmallStr {
+                // SAFETY: small strings keep their bytes inline.
+                let bytes = unsafe { raw_any_bytes(raw) }.unwrap_or_default();
+                stable_hash_combine(kTVMFFIStr as u64, stable_hash_bytes(bytes))
+            } else {
+                stable_hash_combine(ti as u64, word)
+            });
+        }
+        match ti {
+            kTVMFFIStr | kTVMFFIBytes => {
+                // SAFETY: a live string object.
+                let bytes = unsafe { raw_any_bytes(raw) }.unwrap_or_default();
+                Some(stable_hash_combine(ti as u64, stable_hash_bytes(bytes)))
+            }
+            kTVMFFIBigInt => Some(bigint_hash(obj_ptr(k))),
+            _ => self
+                .memo
+                .borrow()
+                .get(&(obj_ptr(k) as usize))
+                .map(|(_, h)| *h),
+        }
+    }
+
+    fn begin_object(&self, v: &Any) -> Result<Step> {
+        let obj = obj_ptr(v);
+        // SAFETY: a live object.
+        let ti = unsafe { (*obj).type_index };
+        let kind = structural_kind(ti)?;
+        if let Some((_, h)) = self.memo.borrow().get(&(obj as usize)) {
+            return Ok(Step::Done(*h));
+        }
+        self.enter(v)?;
+        let free_var_saved = (kind == kTVMFFISEqHashKindFreeVar).then(|| {
+            let saved = self.region.get();
+            if saved == kTVMFFIDefRegionKindSimple {
+                self.region.set(kTVMFFIDefRegionKindNone);
+            }
+            saved
+        });
+        let init = key_hash_of(ti);
+        if let Some(hook) = attr_function(S_HASH_ATTR, ti)? {
+            let h = self.call_hook(&hook, v, init)?;
+            return Ok(Step::Done(self.finish_object(v, kind, free_var_saved, h)));
+        }
+        Ok(Step::Push(Frame::Fields(FieldsFrame {
+            value: v.clone(),
+            kind,
+            free_var_saved,
+            hash: init,
+            fields: fields_of(ti),
+            next: 0,
+            field_saved: None,
+        })))
+    }
+
+    /// Free-variable and DAG-node mixing, then the memo entry.
+    fn finish_object(&self, v: &Any, kind: i32, free_var_saved: Option<i32>, fields: u64) -> u64 {
+        let obj = obj_ptr(v);
+        let mut h = fields;
+        if let Some(saved) = free_var_saved {
+            self.region.set(saved);
+            h = if saved != kTVMFFIDefRegionKindNone {
+                let n = self.free_var_counter.get();
+                self.free_var_counter.set(n.wrapping_add(1));
+                stable_hash_combine(h, n as u64)
+            } else {
+                obj as u64
+            };
+        }
+        if kind == kTVMFFISEqHashKindDAGNode {
+            let n = self.graph_node_counter.get();
+            self.graph_node_counter.set(n.wrapping_add(1));
+            h = stable_hash_combine(h, n as u64);
+        }
+        self.leave(obj as usize);
+        self.memo.borrow_mut().insert(obj as usize, (v.clone(), h));
+        h
+    }
+
+    fn next(&self, frame: &mut Frame) -> Result<Next> {
+        match frame {
+            Frame::Seq {
+                obj,
+                hash,
+                items,
+                next,
+            } => {
+                if *next < items.len() {
+                    *next += 1;
+                    return Ok(Next::Child(std::mem::take(&mut items[*next - 1])));
+                }
+                self.leave(*obj);
+                Ok(Next::Done(*hash))
+            }
+            Frame::Map {
+                obj,
+                hash,
+                steps,
+                next,
+            } => {
+                while *next < steps.len() {
+                    *next += 1;
+                    match std::mem::replace(&mut steps[*next - 1], MapStep::Key(0)) {
+                        MapStep::Key(k) => *hash = stable_hash_combine(*hash, k),
+                        MapStep::KeyValue(k, val) => {
+                            *hash = stable_hash_combine(*hash, k);
+                            return Ok(Next::Child(val));
+                        }
+                    }
+                }
+                self.leave(*obj);
+                Ok(Next::Done(*hash))
+            }
+            Frame::Fields(f) => {
+                while f.next < f.fields.len() {
+                    let field = f.fields[f.next];
+                    f.next += 1;
+                    if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+                        continue;
+                    }
+                    let value = get_field(obj_ptr(&f.value), field)?;
+                    let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
+                        | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
+                    if field.flags & def_any != 0 {
+                        let requested =
+                            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+                                kTVMFFIDefRegionKindSimple
+                            } else {
+                                kTVMFFIDefRegionKindPattern
+                            };
+                        let saved = self.region.get();
+                        self.region.set(enter_region(saved, requested));
+                        f.field_saved = Some(saved);
+                    }
+                    return Ok(Next::Child(value));
+                }
+                let h = self.finish_object(&f.value, f.kind, f.free_var_saved, f.hash);
+                Ok(Next::Done(h))
+            }
+        }
+    }
+
+    fn accept(&self, frame: &mut Frame, child: u64) {
+        match frame {
+            Frame::Seq { hash, .. } | Frame::Map { hash, .. } => {
+                *hash = stable_hash_combine(*hash, child);
+            }
+            Frame::Fields(f) => {
+                f.hash = stable_hash_combine(f.hash, child);
+                if let Some(saved) = f.field_saved.take() {
+                    self.region.set(saved);
+                }
+            }
+        }
+    }
+
+    fn call_hook(&self, hook: &Function, v: &Any, init: u64) -> Result<u64> {
+        let callback = self.callback()?;
+        let init = Any::from(init as i64);
+        let cb = Any::from(callback);
+        let r = hook.call(&[v.as_view(), init.as_view(), cb.as_view()])?;
+        match r.as_view().as_i64() {
+            Some(h) if r.type_index() == kTVMFFIInt => Ok(h as u64),
+            _ => Err(Error::type_error(format!(
+                "{S_HASH_ATTR} of `{}` must return an int, got `{}`",
+                v.as_view().type_key(),
+                r.as_view().type_key()
+            ))),
+        }
+    }
+
+    /// The `(value, init_hash, def_region_kind) -> int` callback handed to `__s_hash__` hooks.
+    fn callback(&self) -> Result<Function> {
+        if let Some(f) = self.callback.borrow().as_ref() {
+            return Ok(f.clone());
+        }
+        let walk = Arc::new(WalkRef::new(self as *const Hasher));
+        *self.walk.borrow_mut() = Some(walk.clone());
+        let f = Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
+            let h = walk.get("StructuralHash callback")?;
+            let (val, init, kind) = callback_args(args)?;
+            let depth = h.hook_depth.get();
+            if depth >= MAX_HOOK_DEPTH {
+                return Err(Error::value_error(format!(
+                    "StructuralHash: custom hooks nested deeper than {MAX_HOOK_DEPTH} levels"
+                )));
+            }
+            let current = h.region.get();
+            let requested = if kind == kTVMFFIDefRegionKindNone {
+                current
+            } else {
+                kind
+            };
+            h.region.set(enter_region(current, requested));
+            h.hook_depth.set(depth + 1);
+            let r = h.hash_any(&val);
+            h.hook_depth.set(depth);
+            h.region.set(current);
+            Ok(Any::from(stable_hash_combine(init, r?) as i64))
+        });
+        *self.callback.borrow_mut() = Some(f.clone());
+        Ok(f)
+    }
+}
+
+fn callback_args(args: &[AnyView<'_>]) -> Result<(Any, u64, i32)> {
+    let [val, init, kind] = args else {
+        return Err(Error::type_error(format!(
+            "StructuralHash callback: expected 3 arguments (value, init_hash, def_region_kind), got {}",
+            args.len()
+        )));
+    };
+    let init = init.as_i64().ok_or_else(|| {
+        Error::type_error(format!(
+            "StructuralHash callback: argument #1 must be an int, got `{}`",
+            init.type_key()
+        ))
+    })?;
+    let kind = kind.as_i64().ok_or_else(|| {
+        Error::type_error(format!(
+            "StructuralHash callback: argument #2 must be an int, got `{}`",
+            kind.type_key()
+        ))
+    })?;
+    Ok((val.to_owned()?, init as u64, kind as i32))
+}
+
+fn bigint_hash(obj: *mut TVMFFIObject) -> u64 {
+    // SAFETY: a live BigInt object.
+    let words = unsafe { (*(obj as *const BigIntObj)).words() };
+    // SAFETY: the words are plain i64s, viewed as their bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, words.len() * 8) };
+    stable_hash_combine(kTVMFFIBigInt as u64, stable_hash_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::array_of;
+    use crate::list::List;
+
+    fn h(v: Any) -> u64 {
+        structural_hash(&v, false, false).unwrap()
+    }
+
+    /// Values printed by the official library (tests/python_official/test_structural.py).
+    #[test]
+    fn official_values() {
+        assert_eq!(h(Any::from(1i64)), 2654435835);
+        assert_eq!(h(Any::from("abc")), 2660953131);
+        assert_eq!(h(Any::from(array_of([1i64, 2, 3]))), 17457834911281713904);
+    }
+
+    #[test]
+    fn small_and_heap_strings_agree() {
+        let heap = Any::from(crate::string::Str::from_content(b"abc"));
+        assert_eq!(h(heap), h(Any::from("abc")));
+    }
+
+    #[test]
+    fn list_cycles_are_errors() {
+        let l = List::new();
+        l.push(Any::from(1i64));
+        l.push(Any::from(l.clone()));
+        let e = structural_hash(&Any::from(l.clone()), false, false).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        l.clear();
+    }
+
+    #[test]
+    fn deep_nesting_needs_no_stack() {
+        let mut v = Any::from(1i64);
+        for _ in 0..50_000 {
+            v = Any::from(crate::list::List::from_vec(vec![v]));
+        }
+        let small = std::thread::Builder::new().stack_size(256 << 10);
+        let (v, r) = small
+            .spawn(move || {
+                let r = structural_hash(&v, false, false).is_ok();
+                (v, r)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(r);
+        let big = std::thread::Builder::new().stack_size(512 << 20);
+        big.spawn(move || drop(v)).unwrap().join().unwrap();
+    }
+}

@@ -1,0 +1,286 @@
+//! Structural algorithms over values and reflected objects (spec §8, Structural): equality with
+//! first-mismatch paths, hashing, and the helpers they share (reflected field walks, type
+//! metadata, tensor content, the callback handed to custom hooks).
+//!
+//! Rationale: values may be nested without bound and mutable containers or objects may contain
+//! themselves. Every walk here keeps an explicit stack of frames instead of recursing, and marks
+//! the containers and objects on the current path as active: meeting an active one again is a
+//! cycle and an error, never a hang. Only custom hooks (`__s_equal__`, `__s_hash__`) re-enter a
+//! walk through a callback; those nest on the thread's stack, so their depth is bounded.
+
+pub mod equal;
+pub mod hash;
+
+use std::ffi::c_void;
+
+use crate::abi::*;
+use crate::any::Any;
+use crate::error::{Error, Result};
+use crate::function::Function;
+use crate::map_base::{clone_raw, MapBase, RawMap};
+use crate::seq::SeqObj;
+use crate::type_table;
+
+/// Deepest nesting of custom-hook callbacks (each one re-enters a walk on the thread's stack).
+pub const MAX_HOOK_DEPTH: usize = 256;
+
+/// The reflected fields of type `ti`, ancestors' first (root excluded), as the official walks
+/// visit them.
+pub fn fields_of(ti: i32) -> Vec<&'static TVMFFIFieldInfo> {
+    let mut out = Vec::new();
+    let Some(entry) = type_table::type_entry(ti) else {
+        return out;
+    };
+    let info = &entry.info;
+    for i in 1..info.type_depth.max(0) as usize {
+        // SAFETY: ancestors of a registered type are registered, never-freed entries.
+        let p = unsafe { &**info.type_ancestors.add(i) };
+        out.extend(field_slice(p));
+    }
+    out.extend(field_slice(info));
+    out
+}
+
+fn field_slice(info: &'static TVMFFITypeInfo) -> &'static [TVMFFIFieldInfo] {
+    if info.num_fields <= 0 || info.fields.is_null() {
+        return &[];
+    }
+    // SAFETY: `fields` holds `num_fields` entries that live as long as the type table.
+    unsafe { std::slice::from_raw_parts(info.fields, info.num_fields as usize) }
+}
+
+/// The name of a field.
+pub fn field_name(f: &TVMFFIFieldInfo) -> String {
+    // SAFETY: registered field names are owned by the type table.
+    unsafe { type_table::byte_array_str(&f.name) }.into_owned()
+}
+
+/// Reads field `f` of the live object `obj` through its getter.
+pub fn get_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo) -> Result<Any> {
+    let Some(getter) = f.getter else {
+        return Err(Error::type_error(format!(
+            "field `{}` has no getter",
+            field_name(f)
+        )));
+    };
+    let mut out = Any::none();
+    // SAFETY: `obj` is live and `offset` is the field's offset inside it; the getter writes an
+    // owned value into the None slot.
+    let rc = unsafe {
+        getter(
+            (obj as *mut u8).add(f.offset as usize) as *mut c_void,
+            out.as_out_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(crate::error::fetch_raised("field getter"));
+    }
+    Ok(out)
+}
+
+/// The metadata of type `ti`, if registered.
+pub fn metadata_of(ti: i32) -> Option<&'static TVMFFITypeMetadata> {
+    type_table::type_entry(ti).and_then(|e| e.metadata())
+}
+
+/// `type_key_hash` of type `ti` (0 for an unknown index).
+pub fn key_hash_of(ti: i32) -> u64 {
+    type_table::type_entry(ti).map_or(0, |e| e.info.type_key_hash)
+}
+
+/// The structural kind of an object type, or the official TypeError when it has none.
+pub fn structural_kind(ti: i32) -> Result<i32> {
+    let key = type_table::type_key_of(ti);
+    match metadata_of(ti) {
+        None => Err(Error::type_error(format!(
+            "Type metadata is not set for type `{key}`, so StructuralHash is not supported for this type"
+        ))),
+        Some(m) if m.structural_eq_hash_kind == kTVMFFISEqHashKindUnsupported => {
+            Err(Error::type_error(format!(
+                "_type_s_eq_hash_kind is not set for type `{key}`, so StructuralHash is not supported for this type"
+            )))
+        }
+        Some(m) => Ok(m.structural_eq_hash_kind),
+    }
+}
+
+/// The Function registered in attribute column `name` for type `ti`: `None` when absent, a
+/// TypeError when the entry is not a Function.
+pub fn attr_function(name: &str, ti: i32) -> Result<Option<Function>> {
+    let Some(v) = type_table::attr_value(name, ti) else {
+        return Ok(None);
+    };
+    if v.type_index != kTVMFFIFunction {
+        return Err(Error::type_error(format!(
+            "Cannot treat type `{}` as type `ffi.Function` (the `{name}` attribute of `{}`)",
+            type_table::type_key_of(v.type_index),
+            type_table::type_key_of(ti)
+        )));
+    }
+    // SAFETY: the column holds a live Function; we take our own reference.
+    let any = unsafe { Any::copy_from_raw_view(&v) }?;
+    any.get::<Function>().map(Some)
+}
+
+/// Owned copies of the elements of an Array or List object.
+///
+/// # Safety
+/// `obj` must be a live Array or List.
+pub unsafe fn seq_items(obj: *mut TVMFFIObject) -> Vec<Any> {
+    // SAFETY: Array and List share the sequence layout; the elements are cloned at once.
+    unsafe { (*(obj as *const SeqObj)).slice_unchecked().to_vec() }
+}
+
+/// Owned copies of the entries of a Map or Dict object, in iteration order.
+///
+/// # Safety
+/// `obj` must be a live Map or Dict.
+pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
+    // SAFETY: per the caller; both kinds share the map storage.
+    let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
+    let mut out = Vec::with_capacity(m.size() as usize);
+    let mut pos = m.begin();
+    while pos != m.end() {
+        // SAFETY: a valid position; the pair is copied before anything can change.
+        let kv = unsafe { &*m.kv_at(pos) };
+        // SAFETY: stored values are owned kinds; the clones take their own references.
+        out.push(unsafe {
+            (
+                Any::from_raw(clone_raw(&kv.key)),
+                Any::from_raw(clone_raw(&kv.value)),
+            )
+        });
+        pos = m.advance(pos);
+    }
+    out
+}
+
+/// The position of `key` in a Map or Dict (AnyEqual lookup).
+///
+/// # Safety
+/// `obj` must be a live Map or Dict.
+pub unsafe fn map_get(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<Any>> {
+    // SAFETY: per the caller.
+    let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
+    Ok(m.find(key.raw())?.map(|pos| {
+        // SAFETY: a valid position; the value is cloned before anything can change.
+        unsafe { Any::from_raw(clone_raw(&(*m.kv_at(pos)).value)) }
+    }))
+}
+
+/// The number of entries of a Map or Dict, or elements of an Array or List.
+///
+/// # Safety
+/// `obj` must be a live container of the kind `ti` names.
+pub unsafe fn container_len(obj: *mut TVMFFIObject, ti: i32) -> usize {
+    match ti {
+        // SAFETY: per the caller.
+        kTVMFFIArray | kTVMFFIList => unsafe { (*(obj as *const SeqObj)).len() },
+        // SAFETY: per the caller.
+        _ => unsafe { RawMap::from_ptr(obj as *mut MapBase) }.size() as usize,
+    }
+}
+
+/// The parts of a tensor the structural algorithms read.
+pub struct TensorParts<'a> {
+    pub shape: &'a [i64],
+    pub dtype: DLDataType,
+    pub device: DLDevice,
+    pub contiguous: bool,
+    /// `data + byte_offset`.
+    pub data: *const u8,
+}
+
+/// Reads the DLTensor of a live `ffi.Tensor` object (whichever library made it).
+///
+/// # Safety
+/// `obj` must be a live Tensor; the returned parts borrow it.
+pub unsafe fn tensor_parts<'a>(obj: *mut TVMFFIObject) -> TensorParts<'a> {
+    // SAFETY: every Tensor carries a DLTensor right after the 24-byte header.
+    let t = unsafe { &*((obj as *const u8).add(24) as *const DLTensor) };
+    let n = t.ndim.max(0) as usize;
+    let shape: &[i64] = if n == 0 || t.shape.is_null() {
+        &[]
+    } else {
+        // SAFETY: a DLTensor's shape has ndim entries.
+        unsafe { std::slice::from_raw_parts(t.shape, n) }
+    };
+    let strides: Option<&[i64]> = if t.strides.is_null() {
+        None
+    } else {
+        // SAFETY: non-NULL strides have ndim entries.
+        Some(unsafe { std::slice::from_raw_parts(t.strides, n) })
+    };
+    TensorParts {
+        shape,
+        dtype: t.dtype,
+        device: t.device,
+        contiguous: crate::tensor::is_contiguous(shape, strides),
+        data: (t.data as *const u8).wrapping_add(t.byte_offset as usize),
+    }
+}
+
+impl TensorParts<'_> {
+    /// The packed data size in bytes (`(numel * bits * lanes + 7) / 8`).
+    pub fn data_size(&self) -> usize {
+        let numel: u64 = self.shape.iter().map(|&d| d as u64).product();
+        ((numel * self.dtype.bits as u64 * self.dtype.lanes as u64 + 7) / 8) as usize
+    }
+
+    /// The content bytes.
+    ///
+    /// # Safety
+    /// The tensor must be a CPU tensor whose data is readable for `data_size` bytes.
+    pub unsafe fn bytes(&self) -> &[u8] {
+        let n = self.data_size();
+        if n == 0 || self.data.is_null() {
+            return &[];
+        }
+        // SAFETY: per the caller.
+        unsafe { std::slice::from_raw_parts(self.data, n) }
+    }
+}
+
+/// The dtype as the 8 bytes of an Any payload (code, bits, lanes, zero padding).
+pub fn dtype_word(d: DLDataType) -> u64 {
+    d.code as u64 | (d.bits as u64) << 8 | (d.lanes as u64) << 16
+}
+
+/// A raw pointer usable from the `Send + Sync` callback closures handed to custom hooks; the
+/// pointee is only touched on the thread that runs the walk, while it runs (checked).
+pub(crate) struct WalkRef<T> {
+    ptr: std::sync::atomic::AtomicPtr<T>,
+    thread: std::thread::ThreadId,
+}
+
+// SAFETY: the pointer is dereferenced only on `thread`, checked at each use.
+unsafe impl<T> Send for WalkRef<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for WalkRef<T> {}
+
+impl<T> WalkRef<T> {
+    pub(crate) fn new(p: *const T) -> Self {
+        WalkRef {
+            ptr: std::sync::atomic::AtomicPtr::new(p as *mut T),
+            thread: std::thread::current().id(),
+        }
+    }
+
+    /// The walk, while it runs on this thread.
+    pub(crate) fn get(&self, what: &str) -> Result<&T> {
+        let p = self.ptr.load(std::sync::atomic::Ordering::Acquire);
+        if p.is_null() || std::thread::current().id() != self.thread {
+            return Err(Error::runtime_error(format!(
+                "{what}: the callback was called outside the traversal that created it"
+            )));
+        }
+        // SAFETY: non-NULL only while the walk that owns the pointee runs on this thread.
+        Ok(unsafe { &*p })
+    }
+
+    /// Marks the walk finished.
+    pub(crate) fn clear(&self) {
+        self.ptr
+            .store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+    }
+}

@@ -1,0 +1,441 @@
+// cases_structural.cc: ffi.StructuralEqual / ffi.StructuralHash on every value kind and every
+// structural kind of object (types.h); hash values are compared exactly with the official ones.
+#include <cmath>
+#include <limits>
+
+#include "harness.h"
+#include "types.h"
+
+namespace {
+
+using namespace tvm::ffi;
+using harness::BigIntOf;
+using harness::Call;
+using namespace st;
+
+Any SE(const Any& a, const Any& b, bool mfv = false, bool skip = false) {
+  return Call("ffi.StructuralEqual", a, b, mfv, skip);
+}
+Any SH(const Any& a, bool mfv = false, bool skip = false) { return Call("ffi.StructuralHash", a, mfv, skip); }
+// Equality, hash equality and both hashes, in one line.
+Any Both(const Any& a, const Any& b, bool mfv = false, bool skip = false) {
+  Any ha = SH(a, mfv, skip), hb = SH(b, mfv, skip);
+  return Array<Any>({SE(a, b, mfv, skip), ha.cast<int64_t>() == hb.cast<int64_t>(), ha, hb});
+}
+// Equality and whether the hashes agree (for values hashed by address).
+Any EqOnly(const Any& a, const Any& b, bool mfv = false) {
+  return Array<Any>({SE(a, b, mfv), SH(a, mfv).cast<int64_t>() == SH(b, mfv).cast<int64_t>()});
+}
+
+Any HeapStr(const std::string& s) { return String(std::string(s)); }
+
+Tensor CpuTensor(std::vector<int64_t> shape, DLDataType dtype, const void* data, size_t nbytes) {
+  struct Alloc {
+    void AllocData(DLTensor* t) {
+      size_t n = 1;
+      for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+      t->data = std::calloc(std::max<size_t>(1, (n * t->dtype.bits * t->dtype.lanes + 7) / 8), 1);
+    }
+    void FreeData(DLTensor* t) { std::free(t->data); }
+  };
+  Tensor t = Tensor::FromNDAlloc(Alloc(), Shape(shape), dtype, DLDevice{kDLCPU, 0});
+  if (nbytes) std::memcpy(const_cast<DLTensor*>(t.GetDLTensorPtr())->data, data, nbytes);
+  return t;
+}
+
+const float kF4[4] = {0, 1, 2, 3};
+const float kZ4[4] = {0, 0, 0, 0};
+const DLDataType kF32{kDLFloat, 32, 1};
+
+// --- POD values and strings
+CASE("se.pod.ints") { return Both(1, 1); });
+CASE("se.pod.int_vs_float") { return Both(1, 1.0); });
+CASE("se.pod.int_vs_bool") { return Both(1, true); });
+CASE("se.pod.floats") { return Both(2.5, 2.5); });
+CASE("se.pod.neg_zero") { return Both(0.0, -0.0); });
+CASE("se.pod.nan") { return Both(std::nan(""), -std::nan("1")); });
+CASE("se.pod.nan_vs_num") { return Both(std::nan(""), 1.0); });
+CASE("se.pod.none") { return Both(nullptr, nullptr); });
+CASE("se.pod.none_vs_int") { return Both(nullptr, 0); });
+CASE("se.pod.device") { return Both(DLDevice{kDLCUDA, 1}, DLDevice{kDLCUDA, 1}); });
+CASE("se.pod.device_ne") { return Both(DLDevice{kDLCUDA, 1}, DLDevice{kDLCUDA, 2}); });
+CASE("se.pod.dtype") { return Both(DLDataType{kDLInt, 8, 1}, DLDataType{kDLInt, 8, 1}); });
+CASE("se.pod.dtype_ne") { return Both(DLDataType{kDLInt, 8, 1}, DLDataType{kDLInt, 8, 2}); });
+CASE("se.str.small") { return Both(String("abc"), String("abc")); });
+CASE("se.str.small_vs_heap") { return Both(String("abc"), HeapStr("abc")); });
+CASE("se.str.heap_vs_small") { return Both(HeapStr("abc"), String("abc")); });
+CASE("se.str.long") { return Both(String(std::string(100, 'x')), String(std::string(100, 'x'))); });
+CASE("se.str.ne") { return Both(String("abc"), String("abd")); });
+CASE("se.str.empty") { return Both(String(""), String("")); });
+CASE("se.str.vs_bytes") { return Both(String("a"), Bytes("a")); });
+CASE("se.bytes.small") { return Both(Bytes("xy"), Bytes("xy")); });
+CASE("se.bytes.long") { return Both(Bytes(std::string(20, 'q')), Bytes(std::string(20, 'q'))); });
+CASE("se.bytes.small_vs_heap") { return Both(Bytes("xy"), Bytes(std::string("xy"))); });
+CASE("se.bigint") { return Both(BigIntOf({0, 1}), BigIntOf({0, 1})); });
+CASE("se.bigint_ne") { return Both(BigIntOf({0, 1}), BigIntOf({1, 1})); });
+CASE("se.bigint_neg") { return Both(BigIntOf({5, -3}), BigIntOf({5, -3})); });
+CASE("sh.values") {
+  return Array<Any>({SH(1), SH(-1), SH(0), SH(true), SH(2.5), SH(-0.0), SH(std::nan("")), SH(nullptr),
+                     SH(String("abc")), SH(String("")), SH(String("abcdefgh")), SH(Bytes("ab")),
+                     SH(Bytes(std::string(9, 'b'))), SH(DLDevice{kDLCPU, 0}),
+                     SH(DLDataType{kDLBfloat, 16, 1}), SH(BigIntOf({0, 1})), SH(BigIntOf({7, -1, 9}))});
+});
+
+// --- containers
+CASE("se.array") { return Both(Array<Any>({1, 2, 3}), Array<Any>({1, 2, 3})); });
+CASE("se.array_ne") { return Both(Array<Any>({1, 2}), Array<Any>({1, 3})); });
+CASE("se.array_len") { return Both(Array<Any>({1, 2}), Array<Any>({1, 2, 3})); });
+CASE("se.array_empty") { return Both(Array<Any>(), Array<Any>()); });
+CASE("se.array_vs_list") { return Both(Array<Any>({1}), List<Any>({1})); });
+CASE("se.list") { return Both(List<Any>({1, String("x")}), List<Any>({1, String("x")})); });
+CASE("se.list_same") {
+  List<Any> l({1, 2});
+  return Both(l, l);
+});
+CASE("se.nested") {
+  return Both(Array<Any>({Array<Any>({1, 2}), List<Any>({Map<Any, Any>({{String("k"), 1}})})}),
+              Array<Any>({Array<Any>({1, 2}), List<Any>({Map<Any, Any>({{String("k"), 1}})})}));
+});
+CASE("se.map") { return Both(Map<Any, Any>({{String("a"), 1}, {String("b"), 2}}), Map<Any, Any>({{String("b"), 2}, {String("a"), 1}})); });
+CASE("se.map_value_ne") { return Both(Map<Any, Any>({{String("a"), 1}}), Map<Any, Any>({{String("a"), 2}})); });
+CASE("se.map_key_ne") { return Both(Map<Any, Any>({{String("a"), 1}}), Map<Any, Any>({{String("b"), 1}})); });
+CASE("se.map_size") { return Both(Map<Any, Any>({{String("a"), 1}}), Map<Any, Any>({{String("a"), 1}, {String("b"), 1}})); });
+CASE("se.map_int_keys") { return Both(Map<Any, Any>({{1, 2}, {3, 4}}), Map<Any, Any>({{3, 4}, {1, 2}})); });
+CASE("se.map_dense") {
+  Map<Any, Any> a, b;
+  for (int i = 0; i < 20; ++i) a.Set(String("k" + std::to_string(i)), i);
+  for (int i = 19; i >= 0; --i) b.Set(String("k" + std::to_string(i)), i);
+  return Both(a, b);
+});
+CASE("se.map_mixed_keys") {
+  return Both(Map<Any, Any>({{String("s"), 1}, {2, 3}, {2.5, String("f")}, {Bytes("b"), nullptr}, {true, 0}}),
+              Map<Any, Any>({{true, 0}, {Bytes("b"), nullptr}, {2.5, String("f")}, {2, 3}, {String("s"), 1}}));
+});
+CASE("se.map_vs_dict") { return Both(Map<Any, Any>({{1, 2}}), Dict<Any, Any>({{1, 2}})); });
+CASE("se.dict") { return Both(Dict<Any, Any>({{1, 2}, {String("x"), List<Any>()}}), Dict<Any, Any>({{String("x"), List<Any>()}, {1, 2}})); });
+CASE("se.shape") { return Both(Shape({1, 2, 3}), Shape({1, 2, 3})); });
+CASE("se.shape_ne") { return Both(Shape({1, 2}), Shape({1, 2, 3})); });
+CASE("sh.containers") {
+  return Array<Any>({SH(Array<Any>({1, 2, 3})), SH(List<Any>({1, 2, 3})), SH(Array<Any>()),
+                     SH(Map<Any, Any>({{String("a"), 1}, {String("b"), Array<Any>({1, 2})}})),
+                     SH(Dict<Any, Any>({{String("a"), 1}})), SH(Map<Any, Any>()), SH(Shape({4, 5})),
+                     SH(Shape({})), SH(Array<Any>({Array<Any>({Array<Any>({nullptr})})}))});
+});
+CASE("sh.map_key_kinds") {
+  return SH(Map<Any, Any>({{String("s"), 1}, {HeapStr("heap-key-long"), 2}, {3, 4}, {2.5, 5}, {Bytes("b"), 6},
+                           {Bytes(std::string(10, 'z')), 7}, {BigIntOf({0, 1}), 8}, {DLDevice{kDLCPU, 1}, 9}}));
+});
+CASE("sh.map_ties") {
+  // Object keys not hashed before the map are left out of its hash.
+  Map<Any, Any> m;
+  m.Set(Node("a", {}), 1);
+  m.Set(Node("b", {}), 2);
+  m.Set(String("x"), 3);
+  return SH(m);
+});
+
+// --- tensors
+CASE("se.tensor_same_content") {
+  return Both(CpuTensor({4}, kF32, kF4, 16), CpuTensor({4}, kF32, kF4, 16));
+});
+CASE("se.tensor_content_ne") { return Both(CpuTensor({4}, kF32, kF4, 16), CpuTensor({4}, kF32, kZ4, 16)); });
+CASE("se.tensor_skip_content") {
+  return Both(CpuTensor({4}, kF32, kF4, 16), CpuTensor({4}, kF32, kZ4, 16), false, true);
+});
+CASE("se.tensor_shape_ne") { return Both(CpuTensor({4}, kF32, kF4, 16), CpuTensor({2, 2}, kF32, kF4, 16)); });
+CASE("se.tensor_dtype_ne") {
+  return Both(CpuTensor({4}, kF32, kF4, 16), CpuTensor({4}, DLDataType{kDLInt, 32, 1}, kF4, 16));
+});
+CASE("se.tensor_empty") { return Both(CpuTensor({0, 3}, kF32, nullptr, 0), CpuTensor({0, 3}, kF32, nullptr, 0)); });
+CASE("se.tensor_scalar") { return Both(CpuTensor({}, kF32, kF4 + 2, 4), CpuTensor({}, kF32, kF4 + 2, 4)); });
+CASE("se.tensor_subbyte") {
+  uint8_t a[2] = {0x12, 0x3}, b[2] = {0x12, 0x3};
+  return Both(CpuTensor({3}, DLDataType{kDLInt, 4, 1}, a, 2), CpuTensor({3}, DLDataType{kDLInt, 4, 1}, b, 2));
+});
+CASE("se.tensor_in_containers") {
+  return Both(Map<Any, Any>({{String("w"), CpuTensor({2}, kF32, kF4, 8)}}),
+              Map<Any, Any>({{String("w"), CpuTensor({2}, kF32, kF4, 8)}}));
+});
+
+// --- objects: errors
+CASE("se.err.no_kind") {
+  return SE(ObjectRef(make_object<PlainObj>()), ObjectRef(make_object<PlainObj>()));
+});
+CASE("sh.err.no_kind") { return SH(ObjectRef(make_object<PlainObj>())); });
+CASE("se.err.function") {
+  Function f = Function::FromTyped([]() {});
+  return SE(f, f);
+});
+CASE("sh.err.function") { return SH(Function::FromTyped([]() {})); });
+CASE("sh.err.nested_no_kind") { return SH(Array<Any>({1, ObjectRef(make_object<PlainObj>())})); });
+CASE("se.err.error_object") {
+  Error e("ValueError", "m", "");
+  return SE(e, e);
+});
+CASE("se.type_mismatch_objects") { return Both(Node("a", {}), Const(1)); });
+
+// --- tree nodes
+CASE("se.tree.equal") { return Both(Node("add", {1, 2}, "first"), Node("add", {1, 2}, "second")); });
+CASE("se.tree.ne") { return Both(Node("add", {1, 2}), Node("add", {1, 3})); });
+CASE("se.tree.op_ne") { return Both(Node("add", {1}), Node("sub", {1})); });
+CASE("se.tree.nested") {
+  return Both(Node("f", {Node("g", {1}), Node("h", {String("x")})}), Node("f", {Node("g", {1}), Node("h", {String("x")})}));
+});
+CASE("se.tree.shared_vs_copies") {
+  Any n = Node("g", {1});
+  return Both(Node("f", {n, n}), Node("f", {Node("g", {1}), Node("g", {1})}));
+});
+CASE("sh.tree") {
+  return Array<Any>({SH(Node("add", {1, 2})), SH(Node("add", {1, 2}, "noted")), SH(Node("x", {})),
+                     SH(Node("f", {Node("g", {1}), Array<Any>({Node("h", {})})}))});
+});
+CASE("se.derived") {
+  return Both(Derived(1, 2.5, true, "s", Array<Any>({1}), ObjectRef(Node("n", {}).cast<ObjectRef>())),
+              Derived(1, 2.5, true, "s", Array<Any>({1}), ObjectRef(Node("n", {}).cast<ObjectRef>())));
+});
+CASE("se.derived_base_field_ne") {
+  return Both(Derived(1, 2.5, true, "s", nullptr), Derived(1, 2.5, false, "s", nullptr));
+});
+CASE("sh.derived") { return SH(Derived(7, -1.5, false, "str", Map<Any, Any>({{String("k"), 1}}))); });
+
+// --- DAG nodes
+CASE("se.dag.sharing_matters") {
+  Any x = Node("x", {});
+  Any v0 = Dag(x, 1), v1 = Dag(x, 1);
+  return Both(Dag(v0, v0), Dag(v1, v0));
+});
+CASE("se.dag.same_sharing") {
+  Any a0 = Dag(1, 2), b0 = Dag(1, 2);
+  return Both(Dag(a0, a0), Dag(b0, b0));
+});
+CASE("se.dag.copies") {
+  return Both(Dag(Dag(1, 2), Dag(1, 2)), Dag(Dag(1, 2), Dag(1, 2)));
+});
+CASE("sh.dag") {
+  Any a0 = Dag(1, 2);
+  return Array<Any>({SH(Dag(a0, a0)), SH(Dag(Dag(1, 2), Dag(1, 2))), SH(Array<Any>({a0, a0, Dag(3, 4)}))});
+});
+CASE("se.const_tree") { return Both(Const(3), Const(3)); });
+CASE("se.const_tree_ne") { return Both(Const(3), Const(4)); });
+CASE("se.unique") { return Both(Unique(3), Unique(3)); });
+CASE("se.unique_same") {
+  Any u = Unique(3);
+  return Both(u, u);
+});
+CASE("sh.unique_const") { return Array<Any>({SH(Unique(3)), SH(Const(3))}); });
+
+// --- free variables and definition regions
+CASE("se.var.same") {
+  Any x = Var("x");
+  return EqOnly(x, x);
+});
+CASE("se.var.distinct") { return EqOnly(Var("x"), Var("y")); });
+CASE("se.var.map_free_vars") { return Both(Var("x"), Var("y"), true); });
+CASE("se.var.in_array_mapped") {
+  Any x = Var("x"), y = Var("y");
+  return Both(Array<Any>({x, x}), Array<Any>({y, y}), true);
+});
+CASE("se.var.inconsistent_mapping") {
+  Any x = Var("x"), y = Var("y"), z = Var("z");
+  return Both(Array<Any>({x, x}), Array<Any>({y, z}), true);
+});
+CASE("se.var.reverse_mapping") {
+  Any x = Var("x"), y = Var("y"), z = Var("z");
+  return Both(Array<Any>({x, z}), Array<Any>({y, y}), true);
+});
+CASE("se.let.bound") {
+  Any x = Var("x"), y = Var("y");
+  return Both(Let(x, 1, Node("neg", {x})), Let(y, 1, Node("neg", {y})));
+});
+CASE("se.let.wrong_use") {
+  Any x = Var("x"), y = Var("y");
+  return EqOnly(Let(x, 1, Node("neg", {x})), Let(y, 1, Node("neg", {x})));
+});
+CASE("se.let.free_in_body") {
+  Any x = Var("x"), y = Var("y"), f = Var("f");
+  return EqOnly(Let(x, 1, Node("add", {x, f})), Let(y, 1, Node("add", {y, f})));
+});
+CASE("se.let.free_in_body_distinct") {
+  Any x = Var("x"), y = Var("y");
+  return EqOnly(Let(x, 1, Node("add", {x, Var("f")})), Let(y, 1, Node("add", {y, Var("g")})));
+});
+CASE("se.let.nested_shadow") {
+  Any x = Var("x"), y = Var("y"), a = Var("a"), b = Var("b");
+  return Both(Let(x, 1, Let(a, x, Node("p", {a, x}))), Let(y, 1, Let(b, y, Node("p", {b, y}))));
+});
+CASE("se.func.simple_params") {
+  Any x = Var("x"), y = Var("y"), a = Var("a"), b = Var("b");
+  return Both(Func({x, y}, Node("add", {x, y})), Func({a, b}, Node("add", {a, b})));
+});
+CASE("se.func.swapped_use") {
+  Any x = Var("x"), y = Var("y"), a = Var("a"), b = Var("b");
+  return EqOnly(Func({x, y}, Node("add", {x, y})), Func({a, b}, Node("add", {b, a})));
+});
+CASE("se.func.typed_params_simple") {
+  // In a simple region the var's own type is a use: vars inside the type must already match.
+  Any n = Var("n"), m = Var("m");
+  Any x = TVar("x", Node("T", {n})), y = TVar("y", Node("T", {m}));
+  return EqOnly(Func({x}, x), Func({y}, y));
+});
+CASE("se.func.typed_params_simple_same_type_var") {
+  Any n = Var("n");
+  Any x = TVar("x", Node("T", {n})), y = TVar("y", Node("T", {n}));
+  return EqOnly(Func({x}, Node("use", {x, n})), Func({y}, Node("use", {y, n})));
+});
+CASE("se.let.typed_var_pattern") {
+  // In a pattern region the var's type defines too.
+  Any n = Var("n"), m = Var("m");
+  Any x = TVar("x", Node("T", {n})), y = TVar("y", Node("T", {m}));
+  return Both(Let(x, 0, Node("use", {x, n})), Let(y, 0, Node("use", {y, m})));
+});
+CASE("se.func.map_free_vars_overrides") {
+  Any n = Var("n"), m = Var("m");
+  Any x = TVar("x", Node("T", {n})), y = TVar("y", Node("T", {m}));
+  return Both(Func({x}, x), Func({y}, y), true);
+});
+CASE("sh.var_regions") {
+  Any x = Var("x"), y = Var("y");
+  return Array<Any>({SH(x, true), SH(Array<Any>({x, y, x}), true), SH(Let(x, 1, Node("neg", {x}))),
+                     SH(Func({x, y}, Node("add", {y, x}))), SH(Func({TVar("t", Node("T", {x}))}, 1), true),
+                     SH(Let(TVar("t", Node("T", {x})), 0, x))});
+});
+CASE("se.map_var_keys") {
+  Any x = Var("x"), y = Var("y");
+  return Both(Array<Any>({x, Map<Any, Any>({{x, 1}})}), Array<Any>({y, Map<Any, Any>({{y, 1}})}), true);
+});
+CASE("se.map_var_keys_unbound") {
+  Any x = Var("x"), y = Var("y");
+  return Both(Map<Any, Any>({{x, 1}}), Map<Any, Any>({{y, 1}}), true);
+});
+CASE("sh.map_var_keys") {
+  Any x = Var("x");
+  return Array<Any>({SH(Array<Any>({x, Map<Any, Any>({{x, 1}, {String("k"), 2}})}), true)});
+});
+
+// --- custom hooks
+CASE("se.hook.equal") {
+  Any x = Var("x"), y = Var("y");
+  return Both(Hooked(x, Node("u", {x}), 1), Hooked(y, Node("u", {y}), 2));
+});
+CASE("se.hook.ne") {
+  Any x = Var("x"), y = Var("y");
+  return EqOnly(Hooked(x, Node("u", {1}), 1), Hooked(y, Node("u", {2}), 1));
+});
+CASE("sh.hook") {
+  return Array<Any>({SH(Hooked(Var("x"), 5, 1)), SH(Hooked(1, Array<Any>({2}), 9))});
+});
+
+// --- cycles and depth
+CASE("ours.se.list_cycle") {
+  List<Any> l({1});
+  l.push_back(l);
+  Any r;
+  try {
+    r = SE(l, l);
+  } catch (...) {
+    l.clear();
+    throw;
+  }
+  l.clear();
+  return r;
+});
+CASE("sh.deep") {
+  Any v = 1;
+  for (int i = 0; i < 3000; ++i) v = Array<Any>({v});
+  return SH(v);
+});
+CASE("se.deep") {
+  Any a = 1, b = 1;
+  for (int i = 0; i < 3000; ++i) {
+    a = Array<Any>({a});
+    b = Array<Any>({b});
+  }
+  return SE(a, b);
+});
+
+}  // namespace
+
+namespace {
+using namespace tvm::ffi;
+using harness::Call;
+
+// Cycles: the official library recurses until its stack overflows; these run on ours only.
+template <typename F>
+Any WithCycleCleared(List<Any> l, F f) {
+  Any r;
+  try {
+    r = f();
+  } catch (...) {
+    l.clear();
+    throw;
+  }
+  l.clear();
+  return r;
+}
+
+CASE("ours.sh.list_cycle") {
+  List<Any> l({1});
+  l.push_back(Array<Any>({l}));
+  return WithCycleCleared(l, [&] { return Call("ffi.StructuralHash", l, false, false); });
+});
+CASE("ours.se.dict_cycle") {
+  Dict<Any, Any> d;
+  d.Set(1, d);
+  Any r;
+  try {
+    r = Call("ffi.StructuralEqual", d, d, false, false);
+  } catch (...) {
+    d.clear();
+    throw;
+  }
+  d.clear();
+  return r;
+});
+CASE("ours.sh.object_cycle") {
+  auto box = make_object<st::BoxObj>();
+  ObjectRef b(box);
+  box->v = Array<Any>({b});
+  Any r;
+  try {
+    r = Call("ffi.StructuralHash", b, false, false);
+  } catch (...) {
+    box->v = nullptr;
+    throw;
+  }
+  box->v = nullptr;
+  return r;
+});
+CASE("ours.se.object_cycle_two_boxes") {
+  auto b1 = make_object<st::BoxObj>();
+  auto b2 = make_object<st::BoxObj>();
+  ObjectRef r1(b1), r2(b2);
+  b1->v = r1;
+  b2->v = r2;
+  Any r;
+  try {
+    r = Call("ffi.StructuralEqual", r1, r2, false, false);
+  } catch (...) {
+    b1->v = nullptr;
+    b2->v = nullptr;
+    throw;
+  }
+  b1->v = nullptr;
+  b2->v = nullptr;
+  return r;
+});
+CASE("ours.sh.hooked_cycle") {
+  // A custom hook re-enters the walk through its callback; the cycle is still found.
+  auto box = make_object<st::BoxObj>();
+  ObjectRef b(box);
+  box->v = st::Hooked(b, 1, 0);
+  Any r;
+  try {
+    r = Call("ffi.StructuralHash", b, false, false);
+  } catch (...) {
+    box->v = nullptr;
+    throw;
+  }
+  box->v = nullptr;
+  return r;
+});
+}  // namespace
