@@ -81,6 +81,92 @@ pub fn any_from_words(words: &[i64]) -> Any {
     }
 }
 
+/// The decimal text of the integer with these two's-complement words (`-` for negatives).
+pub fn to_decimal(words: &[i64]) -> String {
+    let negative = words.last().is_some_and(|&w| w < 0);
+    // Magnitude as unsigned little-endian limbs.
+    let mut mag: Vec<u64> = words.iter().map(|&w| w as u64).collect();
+    if negative {
+        let mut carry = true;
+        for limb in mag.iter_mut() {
+            *limb = !*limb;
+            if carry {
+                let (v, c) = limb.overflowing_add(1);
+                *limb = v;
+                carry = c;
+            }
+        }
+    }
+    const CHUNK: u64 = 1_000_000_000_000_000_000;
+    let mut chunks = Vec::new();
+    while mag.iter().any(|&l| l != 0) {
+        let mut rem: u128 = 0;
+        for limb in mag.iter_mut().rev() {
+            let cur = (rem << 64) | *limb as u128;
+            *limb = (cur / CHUNK as u128) as u64;
+            rem = cur % CHUNK as u128;
+        }
+        chunks.push(rem as u64);
+    }
+    let mut out = String::new();
+    if negative {
+        out.push('-');
+    }
+    match chunks.split_last() {
+        None => out.push('0'),
+        Some((top, rest)) => {
+            out.push_str(&top.to_string());
+            for c in rest.iter().rev() {
+                out.push_str(&format!("{c:018}"));
+            }
+        }
+    }
+    out
+}
+
+/// The integer of a complete decimal text (optional `+`/`-`, then at least one digit, nothing
+/// else), as an Int when it fits in int64 and a BigInt otherwise; `None` when malformed.
+pub fn from_decimal(text: &[u8]) -> Option<Any> {
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut mag: Vec<u64> = vec![0];
+    for chunk in digits.chunks(18) {
+        let mul = 10u128.pow(chunk.len() as u32);
+        let mut carry: u128 = chunk
+            .iter()
+            .fold(0u128, |acc, d| acc * 10 + (d - b'0') as u128);
+        for limb in mag.iter_mut() {
+            let cur = *limb as u128 * mul + carry;
+            *limb = cur as u64;
+            carry = cur >> 64;
+        }
+        if carry != 0 {
+            mag.push(carry as u64);
+        }
+    }
+    // Two's complement with room for the sign.
+    mag.push(0);
+    if negative {
+        let mut carry = true;
+        for limb in mag.iter_mut() {
+            *limb = !*limb;
+            if carry {
+                let (v, c) = limb.overflowing_add(1);
+                *limb = v;
+                carry = c;
+            }
+        }
+    }
+    let words: Vec<i64> = mag.into_iter().map(|l| l as i64).collect();
+    Some(any_from_words(&words))
+}
+
 /// Owning handle to an `ffi.BigInt`.
 pub type BigInt = ObjectRef<BigIntObj>;
 
@@ -99,5 +185,32 @@ mod tests {
         let obj = big.as_view().as_object_of::<BigIntObj>().unwrap();
         assert_eq!(obj.words(), &[i64::MIN, 0]);
         assert_eq!(obj.as_ptr() as usize + 32, obj.words().as_ptr() as usize);
+    }
+
+    #[test]
+    fn decimal_text() {
+        assert_eq!(to_decimal(&[0, 1]), "18446744073709551616");
+        assert_eq!(to_decimal(&[0, -1]), "-18446744073709551616");
+        assert_eq!(to_decimal(&[i64::MIN, 0]), "9223372036854775808");
+        assert_eq!(to_decimal(&[0]), "0");
+        assert_eq!(to_decimal(&[-7]), "-7");
+        for text in [
+            "1208925819614629174706176",
+            "-99999999999999999999999999999999",
+            "12",
+        ] {
+            let v = from_decimal(text.as_bytes()).unwrap();
+            let back = match v.as_view().as_object_of::<BigIntObj>() {
+                Some(b) => to_decimal(b.words()),
+                None => v.get::<i64>().unwrap().to_string(),
+            };
+            assert_eq!(back, text);
+        }
+        assert_eq!(from_decimal(b"+5").unwrap().get::<i64>().unwrap(), 5);
+        assert_eq!(from_decimal(b"-0").unwrap().get::<i64>().unwrap(), 0);
+        assert!(from_decimal(b"").is_none());
+        assert!(from_decimal(b"-").is_none());
+        assert!(from_decimal(b" 1").is_none());
+        assert!(from_decimal(b"1 ").is_none());
     }
 }

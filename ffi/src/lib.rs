@@ -27,6 +27,7 @@ pub mod object;
 pub mod opaque;
 pub mod sentinel;
 pub mod seq;
+pub mod serialization;
 pub mod shape;
 pub mod string;
 pub mod structural;

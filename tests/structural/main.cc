@@ -4,6 +4,7 @@
 
 #include "cases_json.cc"
 #include "cases_structural.cc"
+#include "cases_serialization.cc"
 
 int main() {
   st::RegisterTypes();

@@ -5,6 +5,7 @@ mod containers;
 mod json;
 mod module;
 mod registry;
+mod serialization;
 mod structural;
 mod testing;
 
@@ -17,6 +18,7 @@ pub fn register_all(r: &mut Registrar<'_>) {
     containers::register(r);
     json::register(r);
     structural::register(r);
+    serialization::register(r);
     module::register(r);
     testing::register(r);
 }
