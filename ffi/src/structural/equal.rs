@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::{
     attr_function, container_len, field_name, fields_of, get_field, map_get, map_items, seq_items,
-    structural_kind, tensor_parts, WalkRef, MAX_HOOK_DEPTH,
+    structural_kind, tensor_parts, WalkRef,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -70,7 +70,6 @@ struct Comparer {
     map_rhs: RefCell<HashMap<usize, (Any, Any)>>,
     /// Containers and objects on the current path, per side.
     active: RefCell<HashSet<(bool, usize)>>,
-    hook_depth: Cell<usize>,
     callback: RefCell<Option<Function>>,
     walk: RefCell<Option<Arc<WalkRef<Comparer>>>>,
 }
@@ -157,7 +156,6 @@ impl Comparer {
             map_lhs: RefCell::new(HashMap::new()),
             map_rhs: RefCell::new(HashMap::new()),
             active: RefCell::new(HashSet::new()),
-            hook_depth: Cell::new(0),
             callback: RefCell::new(None),
             walk: RefCell::new(None),
         }
@@ -618,12 +616,7 @@ impl Comparer {
                     kind.type_key()
                 ))
             })? as i32;
-            let depth = c.hook_depth.get();
-            if depth >= MAX_HOOK_DEPTH {
-                return Err(Error::value_error(format!(
-                    "StructuralEqual: custom hooks nested deeper than {MAX_HOOK_DEPTH} levels"
-                )));
-            }
+            super::stack::check("StructuralEqual")?;
             let current = c.region.get();
             let requested = if kind == kTVMFFIDefRegionKindNone {
                 current
@@ -631,9 +624,7 @@ impl Comparer {
                 kind
             };
             c.region.set(enter_region(current, requested));
-            c.hook_depth.set(depth + 1);
             let ok = c.compare_any(&l.to_owned()?, &r.to_owned()?);
-            c.hook_depth.set(depth);
             c.region.set(current);
             let ok = ok?;
             if !ok && c.tracing() {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{
     attr_function, fields_of, get_field, key_hash_of, map_items, seq_items, structural_kind,
-    tensor_parts, WalkRef, MAX_HOOK_DEPTH,
+    tensor_parts, WalkRef,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -35,7 +35,6 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         graph_node_counter: Cell::new(0),
         memo: RefCell::new(HashMap::new()),
         active: RefCell::new(HashSet::new()),
-        hook_depth: Cell::new(0),
         callback: RefCell::new(None),
         walk: RefCell::new(None),
     };
@@ -55,7 +54,6 @@ struct Hasher {
     memo: RefCell<HashMap<usize, (Any, u64)>>,
     /// Containers and objects on the current path.
     active: RefCell<HashSet<usize>>,
-    hook_depth: Cell<usize>,
     callback: RefCell<Option<Function>>,
     walk: RefCell<Option<Arc<WalkRef<Hasher>>>>,
 }
@@ -464,12 +462,7 @@ impl Hasher {
         let f = Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
             let h = walk.get("StructuralHash callback")?;
             let (val, init, kind) = callback_args(args)?;
-            let depth = h.hook_depth.get();
-            if depth >= MAX_HOOK_DEPTH {
-                return Err(Error::value_error(format!(
-                    "StructuralHash: custom hooks nested deeper than {MAX_HOOK_DEPTH} levels"
-                )));
-            }
+            super::stack::check("StructuralHash")?;
             let current = h.region.get();
             let requested = if kind == kTVMFFIDefRegionKindNone {
                 current
@@ -477,9 +470,7 @@ impl Hasher {
                 kind
             };
             h.region.set(enter_region(current, requested));
-            h.hook_depth.set(depth + 1);
             let r = h.hash_any(&val);
-            h.hook_depth.set(depth);
             h.region.set(current);
             Ok(Any::from(stable_hash_combine(init, r?) as i64))
         });

@@ -6,10 +6,11 @@
 //! themselves. Every walk here keeps an explicit stack of frames instead of recursing, and marks
 //! the containers and objects on the current path as active: meeting an active one again is a
 //! cycle and an error, never a hang. Only custom hooks (`__s_equal__`, `__s_hash__`) re-enter a
-//! walk through a callback; those nest on the thread's stack, so their depth is bounded.
+//! walk through a callback; those nest on the thread's stack, guarded by `stack::check`.
 
 pub mod equal;
 pub mod hash;
+pub mod stack;
 
 use std::ffi::c_void;
 
@@ -20,9 +21,6 @@ use crate::function::Function;
 use crate::map_base::{clone_raw, MapBase, RawMap};
 use crate::seq::SeqObj;
 use crate::type_table;
-
-/// Deepest nesting of custom-hook callbacks (each one re-enters a walk on the thread's stack).
-pub const MAX_HOOK_DEPTH: usize = 256;
 
 /// The reflected fields of type `ti`, ancestors' first (root excluded), as the official walks
 /// visit them.
