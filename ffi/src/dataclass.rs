@@ -898,6 +898,13 @@ impl Copier {
                 };
                 // SAFETY: the column keeps the function alive; one live argument.
                 let copy = unsafe { call_raw(copy_fn.value.v_obj, v.raw(), 1) }?;
+                if runtime_index(&copy) != ti || obj_of(&copy).is_none() {
+                    return Err(Error::type_error(format!(
+                        "DeepCopy: `{}.__ffi_shallow_copy__` returned {}, not a copy",
+                        type_key(type_info(ti)?),
+                        copy.as_view().type_key()
+                    )));
+                }
                 let (refs, values) = fields_with_values(obj, 0)?;
                 fields = refs;
                 (CopyKind::Object, values, copy)
