@@ -27,6 +27,8 @@ type Table = HashMap<Box<str>, GlobalEntry>;
 static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
     let mut t = Table::new();
     crate::builtins::register_all(&mut Registrar(&mut t));
+    // Library types whose methods call global functions (StructuralKey) find them through this.
+    anyffi::reflection::set_global_lookup(get_global);
     RwLock::new(t)
 });
 

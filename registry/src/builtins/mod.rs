@@ -2,7 +2,9 @@
 
 mod basic;
 mod containers;
+mod dataclass;
 mod module;
+mod reflection;
 mod registry;
 mod testing;
 
@@ -14,5 +16,7 @@ pub fn register_all(r: &mut Registrar<'_>) {
     basic::register(r);
     containers::register(r);
     module::register(r);
+    reflection::register(r);
+    dataclass::register(r);
     testing::register(r);
 }
