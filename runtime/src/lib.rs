@@ -8,3 +8,6 @@ pub use anyffi_registry;
 // Re-exported so that the cdylib keeps every C symbol of the lower crates.
 pub use anyffi::capi::*;
 pub use anyffi_registry::capi::*;
+
+pub mod kernels;
+pub mod ops;

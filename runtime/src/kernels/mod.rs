@@ -1,0 +1,4 @@
+//! Compute kernels by device: `cpu/` (SIMD with run-time detection, rayon threads). Kernels
+//! are named `<op>_<dtype>`; they trust their arguments, which `ops/` validated.
+
+pub mod cpu;
