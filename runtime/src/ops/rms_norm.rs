@@ -1,12 +1,12 @@
 //! `ops.rms_norm(out, in, weight, eps)` (spec §2.5): per row over the last dimension,
 //! `y = w * x / sqrt(mean(x^2) + eps)`, in f32, rounded once. `in`/`out` `[..., d]` with a
-//! unit-stride last dimension and any row strides (InfiniCore's strided cases); `weight` `[d]`
+//! unit-stride last dimension and any strides on the others (InfiniCore's strided cases); `weight` `[d]`
 //! contiguous, in the dtype of `in` or float32 (mixed precision, as InfiniCore allows).
 
 use anyffi::{AnyView, Error, Result};
 
 use super::{expect_args, float_arg, target, tensor_arg, DType, Target};
-use crate::kernels::cpu::norm as k;
+use crate::kernels::cpu::{norm as k, Strided};
 
 const OP: &str = "ops.rms_norm";
 
@@ -37,7 +37,6 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     w.expect_contiguous()?;
     inp.expect_unit_last_stride()?;
     out.expect_unit_last_stride()?;
-    let (xs, ys) = (inp.row_stride()?, out.row_stride()?);
     out.expect_same_or_disjoint(&inp)?;
     out.expect_no_overlap(&w)?;
     if !(eps >= 0.0) {
@@ -49,21 +48,22 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     if out.numel() == 0 {
         return Ok(());
     }
-    let (rows, d) = (inp.numel() / d as usize, d as usize);
+    let nd = inp.ndim();
+    let rows = Strided::new(
+        &inp.shape[..nd - 1],
+        [&out.strides()[..nd - 1], &inp.strides()[..nd - 1]],
+    );
+    let d = d as usize;
     // SAFETY: validated rows, unit inner stride, in-place only on identical layouts.
     unsafe {
         match (inp.dtype, w.dtype) {
-            (DType::F32, _) => k::rms_norm_f32(out.ptr(), ys, inp.ptr(), xs, w.ptr(), rows, d, eps),
+            (DType::F32, _) => k::rms_norm_f32(out.ptr(), inp.ptr(), w.ptr(), &rows, d, eps),
             (DType::F16, DType::F16) => {
-                k::rms_norm_f16(out.ptr(), ys, inp.ptr(), xs, w.ptr(), rows, d, eps)
+                k::rms_norm_f16(out.ptr(), inp.ptr(), w.ptr(), &rows, d, eps)
             }
-            (DType::F16, _) => {
-                k::rms_norm_f16_w32(out.ptr(), ys, inp.ptr(), xs, w.ptr(), rows, d, eps)
-            }
-            (_, DType::BF16) => {
-                k::rms_norm_bf16(out.ptr(), ys, inp.ptr(), xs, w.ptr(), rows, d, eps)
-            }
-            _ => k::rms_norm_bf16_w32(out.ptr(), ys, inp.ptr(), xs, w.ptr(), rows, d, eps),
+            (DType::F16, _) => k::rms_norm_f16_w32(out.ptr(), inp.ptr(), w.ptr(), &rows, d, eps),
+            (_, DType::BF16) => k::rms_norm_bf16(out.ptr(), inp.ptr(), w.ptr(), &rows, d, eps),
+            _ => k::rms_norm_bf16_w32(out.ptr(), inp.ptr(), w.ptr(), &rows, d, eps),
         }
     }
     Ok(())

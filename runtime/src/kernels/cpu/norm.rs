@@ -1,11 +1,11 @@
 //! RMS normalisation over the last dimension: `y = w * x / sqrt(mean(x^2) + eps)`, computed in
-//! f32 per row (sum of squares in SIMD lanes), rows threaded; rows may be strided, the last
-//! dimension is unit-stride.
+//! f32 per row (sum of squares in SIMD lanes), rows threaded; the leading dimensions may have any
+//! strides, the last dimension is unit-stride.
 
 use half::{bf16, f16};
 
 use super::simd::{multiversion, Elem, Scalar, Simd};
-use super::{par_ranges, SendPtr};
+use super::{par_ranges, SendPtr, Strided};
 
 #[inline(always)]
 unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
@@ -56,28 +56,31 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     }
 }
 
-/// `rows` rows of length `d`; row `r` of x starts at `x + r * x_row_stride` (elements).
+/// Rows of length `d` indexed by the leading dimensions `rows` (tensor 0 = y, 1 = x; the
+/// innermost dimension of `rows` is the last leading dimension, with its strides).
 ///
 /// # Safety
 /// Every row must be valid; `y` equals `x` (same strides) or does not overlap it.
 pub unsafe fn rms_norm<T: Elem, W: Elem>(
     y: *mut T,
-    y_row_stride: isize,
     x: *const T,
-    x_row_stride: isize,
     w: *const W,
-    rows: usize,
+    rows: &Strided<2>,
     d: usize,
     eps: f32,
 ) {
     let (yp, xp, wp) = (SendPtr(y), SendPtr::from_const(x), SendPtr::from_const(w));
-    par_ranges(rows, d * 2 * std::mem::size_of::<T>(), 4, |range| {
+    let (n_inner, ys, xs) = (rows.inner(), rows.inner_stride(0), rows.inner_stride(1));
+    let n = rows.rows() * n_inner;
+    par_ranges(n, d * 2 * std::mem::size_of::<T>(), 4, |range| {
         for r in range {
+            let off = rows.row_offsets(r / n_inner);
+            let i = (r % n_inner) as isize;
             // SAFETY: row r is valid (caller).
             let (y, x, w) = unsafe {
                 (
-                    yp.get().offset(r as isize * y_row_stride),
-                    xp.get().offset(r as isize * x_row_stride) as *const T,
+                    yp.get().offset(off[0] + i * ys),
+                    xp.get().offset(off[1] + i * xs) as *const T,
                     wp.get() as *const W,
                 )
             };
@@ -96,10 +99,10 @@ macro_rules! named {
         /// # Safety
         /// As `rms_norm`.
         #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(y: *mut $t, ys: isize, x: *const $t, xs: isize, w: *const $w,
-                            rows: usize, d: usize, eps: f32) {
+        pub unsafe fn $name(y: *mut $t, x: *const $t, w: *const $w, rows: &Strided<2>,
+                            d: usize, eps: f32) {
             // SAFETY: forwarded.
-            unsafe { rms_norm::<$t, $w>(y, ys, x, xs, w, rows, d, eps) }
+            unsafe { rms_norm::<$t, $w>(y, x, w, rows, d, eps) }
         }
     )*};
 }
