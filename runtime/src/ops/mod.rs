@@ -6,6 +6,8 @@
 //! outputs first (LLAISYS order), and writes every output element. CUDA tensors are rejected
 //! with a RuntimeError until the CUDA runtime lands.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod add;
 mod argmax;
 mod embedding;

@@ -52,23 +52,53 @@ unsafe fn dot<S: Simd, T: Elem>(s: S, q: *const f32, k: *const T, d: usize) -> f
     }
 }
 
+/// `acc[0..n] = sum_j p[j] * v[j * vs + 0..n]` for `nk` keys: the accumulators stay in
+/// registers (8 vectors per tile) while the value rows stream from cache.
 #[inline(always)]
-unsafe fn axpy<S: Simd, T: Elem>(s: S, acc: *mut f32, p: f32, v: *const T, n: usize) {
+unsafe fn weighted_sum<S: Simd, T: Elem>(
+    s: S,
+    acc: *mut f32,
+    p: *const f32,
+    v: *const T,
+    vs: usize,
+    nk: usize,
+    n: usize,
+) {
     let l = S::LANES;
-    let mut i = 0;
-    // SAFETY: n elements each.
+    let tile = 8 * l;
+    let mut t0 = 0;
+    // SAFETY: nk rows of n elements at stride vs, nk weights, n outputs.
     unsafe {
-        let pv = s.splat(p);
-        while i + l <= n {
-            s.store(
-                acc.add(i),
-                s.fma(pv, T::load(s, v.add(i)), s.load(acc.add(i))),
-            );
-            i += l;
+        while t0 + tile <= n {
+            let z = s.splat(0.0);
+            let mut a = [z; 8];
+            for j in 0..nk {
+                let pj = s.splat(*p.add(j));
+                let row = v.add(j * vs + t0);
+                for (u, au) in a.iter_mut().enumerate() {
+                    *au = s.fma(pj, T::load(s, row.add(u * l)), *au);
+                }
+            }
+            for (u, au) in a.iter().enumerate() {
+                s.store(acc.add(t0 + u * l), *au);
+            }
+            t0 += tile;
         }
-        while i < n {
-            *acc.add(i) += p * T::load(Scalar, v.add(i));
-            i += 1;
+        while t0 + l <= n {
+            let mut a = s.splat(0.0);
+            for j in 0..nk {
+                a = s.fma(s.splat(*p.add(j)), T::load(s, v.add(j * vs + t0)), a);
+            }
+            s.store(acc.add(t0), a);
+            t0 += l;
+        }
+        while t0 < n {
+            let mut a = 0.0f32;
+            for j in 0..nk {
+                a += *p.add(j) * T::load(Scalar, v.add(j * vs + t0));
+            }
+            *acc.add(t0) = a;
+            t0 += 1;
         }
     }
 }
@@ -146,15 +176,8 @@ unsafe fn item_body<S: Simd, T: Elem>(
             }
             *m.add(hh) = mx;
             *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
-            for t in 0..dm.dv {
-                *acc.add(hh * dm.dv + t) = 0.0;
-            }
-        }
-        for jj in 0..n {
-            let vrow = v.add(((j0 + jj) * dm.hk + g) * dm.dv);
-            for hh in 0..grp {
-                axpy(s, acc.add(hh * dm.dv), *sc.add(hh * n + jj), vrow, dm.dv);
-            }
+            let vbase = v.add((j0 * dm.hk + g) * dm.dv);
+            weighted_sum(s, acc.add(hh * dm.dv), row, vbase, dm.hk * dm.dv, n, dm.dv);
         }
     }
 }
