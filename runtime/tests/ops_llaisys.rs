@@ -157,6 +157,9 @@ fn linear_vectors() {
         check_linear(&mut rng, dt, 1, 1536, 1536, true, usize::MAX);
         check_linear(&mut rng, dt, 1, 37, 75, false, usize::MAX);
         check_linear(&mut rng, dt, 3, 515, 77, true, usize::MAX);
+        // packed-kernel edges: rows, columns and K not multiples of 12 / 32 / 16
+        check_linear(&mut rng, dt, 50, 37, 33, true, usize::MAX);
+        check_linear(&mut rng, dt, 97, 70, 300, false, usize::MAX);
     }
 }
 

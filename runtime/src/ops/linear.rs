@@ -12,14 +12,18 @@ use half::{bf16, f16};
 use super::plan_cache::{with_scratch, Key, Lru};
 use super::{expect_args, optional_tensor_arg, target, tensor_arg, DType, Target, TensorArg};
 use crate::kernels::cpu::gemm::{gemm_f32, narrow_2d, widen_2d, Mat};
-use crate::kernels::cpu::gemv;
 use crate::kernels::cpu::simd::Elem;
+use crate::kernels::cpu::{gemv, sgemm_nt};
 
 const OP: &str = "ops.linear";
 
 /// Up to this many input rows run as one GEMV per row (W streamed once per row) instead of
 /// a GEMM; see the performance log for how it was chosen.
 const GEMV_MAX_ROWS: usize = 1;
+
+/// From this many rows on, AVX-512 machines run the packed 12x32 kernel; below, the unpacked
+/// dot-product kernel (packing W would cost as much as the product).
+const PACKED_MIN_ROWS: usize = 48;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -209,6 +213,21 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         }
                         1.0
                     };
+                    if sgemm_nt::available() && p.m >= PACKED_MIN_ROWS {
+                        let (a, b, c) = (
+                            (x as *const f32, p.x_rs, 1),
+                            (w as *const f32, 1, p.w_rs),
+                            (y, p.y_rs, 1),
+                        );
+                        sgemm_nt::sgemm_packed(p.m, p.n, p.k, a, b, c, 1.0, beta);
+                        return;
+                    }
+                    if sgemm_nt::available() {
+                        sgemm_nt::sgemm_nt(
+                            p.m, p.n, p.k, x, p.x_rs, w, p.w_rs, y, p.y_rs, 1.0, beta,
+                        );
+                        return;
+                    }
                     gemm_f32(
                         p.m,
                         p.n,
@@ -265,28 +284,42 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         }
                         1.0
                     };
-                    gemm_f32(
-                        p.m,
-                        p.n,
-                        p.k,
-                        Mat {
-                            ptr: wc.as_mut_ptr(),
-                            rs: p.n as isize,
-                            cs: 1,
-                        },
-                        Mat {
-                            ptr: wa.as_mut_ptr(),
-                            rs: p.k as isize,
-                            cs: 1,
-                        },
-                        Mat {
-                            ptr: wb.as_mut_ptr(),
-                            rs: 1,
-                            cs: p.k as isize,
-                        },
-                        1.0,
-                        beta,
-                    );
+                    if sgemm_nt::available() && p.m >= PACKED_MIN_ROWS {
+                        let ld = p.k as isize;
+                        let (a, b, c) = (
+                            (wa.as_ptr(), ld, 1),
+                            (wb.as_ptr(), 1, ld),
+                            (wc.as_mut_ptr(), p.n as isize, 1),
+                        );
+                        sgemm_nt::sgemm_packed(p.m, p.n, p.k, a, b, c, 1.0, beta);
+                    } else if sgemm_nt::available() {
+                        let ld = p.k as isize;
+                        let (a, b, c) = (wa.as_ptr(), wb.as_ptr(), wc.as_mut_ptr());
+                        sgemm_nt::sgemm_nt(p.m, p.n, p.k, a, ld, b, ld, c, p.n as isize, 1.0, beta);
+                    } else {
+                        gemm_f32(
+                            p.m,
+                            p.n,
+                            p.k,
+                            Mat {
+                                ptr: wc.as_mut_ptr(),
+                                rs: p.n as isize,
+                                cs: 1,
+                            },
+                            Mat {
+                                ptr: wa.as_mut_ptr(),
+                                rs: p.k as isize,
+                                cs: 1,
+                            },
+                            Mat {
+                                ptr: wb.as_mut_ptr(),
+                                rs: 1,
+                                cs: p.k as isize,
+                            },
+                            1.0,
+                            beta,
+                        );
+                    }
                     narrow_2d::<T>(
                         Mat {
                             ptr: y,

@@ -96,6 +96,32 @@ unsafe fn rotate_body<S: Simd, T: Elem>(
     }
 }
 
+/// One token: sin/cos of its angles into `sn`/`cs`, then every head rotated (one dispatch per
+/// token rather than per head).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn token_body<S: Simd, T: Elem>(
+    s: S,
+    pos: f32,
+    den: *const f32,
+    sn: *mut f32,
+    cs: *mut f32,
+    h: usize,
+    y: *mut T,
+    ys1: isize,
+    x: *const T,
+    xs1: isize,
+    nhead: usize,
+) {
+    // SAFETY: the caller's layout: nhead heads of 2h elements at the given strides.
+    unsafe {
+        sincos_body(s, pos, den, sn, cs, h);
+        for hd in 0..nhead as isize {
+            rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h);
+        }
+    }
+}
+
 /// Positions as read from an i64 or i32 tensor.
 #[derive(Clone, Copy)]
 pub enum Positions {
@@ -152,24 +178,18 @@ pub unsafe fn rope<T: Elem>(
                 // SAFETY: i < seq.
                 let p = unsafe { pos.get(i) };
                 let den = denp.get() as *const f32;
-                // SAFETY: h entries each.
-                unsafe {
-                    multiversion!(sincos_body, [], (p: f32, den: *const f32, snp: *mut f32, csp: *mut f32, h: usize))
+                // SAFETY: token i is inside both tensors.
+                let (y, x) = unsafe {
+                    (
+                        yp.get().offset(i as isize * ys[0]),
+                        xp.get().offset(i as isize * xs[0]) as *const T,
+                    )
                 };
-                for hd in 0..nhead {
-                    // SAFETY: (i, hd) is inside both tensors.
-                    let (y, x) = unsafe {
-                        (
-                            yp.get().offset(i as isize * ys[0] + hd as isize * ys[1]),
-                            xp.get().offset(i as isize * xs[0] + hd as isize * xs[1]) as *const T,
-                        )
-                    };
-                    let (sn, cs) = (snp as *const f32, csp as *const f32);
-                    // SAFETY: as above.
-                    unsafe {
-                        multiversion!(rotate_body, [T: Elem], (y: *mut T, x: *const T, sn: *const f32, cs: *const f32, h: usize))
-                    };
-                }
+                let (ys1, xs1) = (ys[1], xs[1]);
+                // SAFETY: h entries in each buffer; nhead heads at the given strides.
+                unsafe {
+                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize))
+                };
             }
             drop((sn, cs));
         });

@@ -114,6 +114,9 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     /// Round to nearest, ties to even.
     fn round(self, a: Self::V) -> Self::V;
     fn floor(self, a: Self::V) -> Self::V;
+    /// `1 / a` to about 1 ulp (hardware estimate refined by one Newton step; exact division
+    /// in `Scalar`), for `a >= 1`.
+    fn recip(self, a: Self::V) -> Self::V;
     /// `2^n` for integer-valued `n` in [-126, 127].
     fn pow2i(self, n: Self::V) -> Self::V;
     fn reduce_sum(self, v: Self::V) -> f32;
@@ -260,6 +263,10 @@ unsafe impl Simd for Scalar {
     #[inline(always)]
     fn floor(self, a: f32) -> f32 {
         a.floor()
+    }
+    #[inline(always)]
+    fn recip(self, a: f32) -> f32 {
+        1.0 / a
     }
     #[inline(always)]
     fn pow2i(self, n: f32) -> f32 {
@@ -421,6 +428,14 @@ mod x86 {
             unsafe { _mm256_floor_ps(a) }
         }
         #[inline(always)]
+        fn recip(self, a: __m256) -> __m256 {
+            // SAFETY: AVX/FMA present. One Newton step: r (2 - a r).
+            unsafe {
+                let r = _mm256_rcp_ps(a);
+                _mm256_mul_ps(r, _mm256_fnmadd_ps(a, r, _mm256_set1_ps(2.0)))
+            }
+        }
+        #[inline(always)]
         fn pow2i(self, n: __m256) -> __m256 {
             // SAFETY: AVX2 present.
             unsafe {
@@ -545,6 +560,14 @@ mod x86 {
         fn floor(self, a: __m512) -> __m512 {
             // SAFETY: AVX-512F present.
             unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(a) }
+        }
+        #[inline(always)]
+        fn recip(self, a: __m512) -> __m512 {
+            // SAFETY: AVX-512F present. One Newton step: r (2 - a r).
+            unsafe {
+                let r = _mm512_rcp14_ps(a);
+                _mm512_mul_ps(r, _mm512_fnmadd_ps(a, r, _mm512_set1_ps(2.0)))
+            }
         }
         #[inline(always)]
         fn pow2i(self, n: __m512) -> __m512 {
