@@ -9,7 +9,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::simd::{multiversion, prefetch, Elem, Scalar, Simd};
 use super::{threads, SendPtr};
 use rayon::prelude::*;
 
@@ -103,6 +103,98 @@ unsafe fn weighted_sum<S: Simd, T: Elem>(
     }
 }
 
+/// Scores of `nb <= LANES` keys starting at `k` (row stride `ks`) against one query row `q`
+/// (`d % LANES == 0`): per-key partial vectors, then one lane-reduction for the block.
+#[inline(always)]
+unsafe fn score_block<S: Simd, T: Elem>(
+    s: S,
+    q: *const f32,
+    k: *const T,
+    ks: usize,
+    nb: usize,
+    d: usize,
+    out: *mut f32,
+) {
+    let l = S::LANES;
+    let z = s.splat(0.0);
+    let mut acc = [z; 16];
+    // SAFETY: nb key rows of d elements, d query values, nb outputs.
+    unsafe {
+        for (t, a) in acc.iter_mut().enumerate().take(nb) {
+            let row = k.add(t * ks);
+            let mut a0 = z;
+            let mut a1 = z;
+            let mut i = 0;
+            while i + 2 * l <= d {
+                a0 = s.fma(s.load(q.add(i)), T::load(s, row.add(i)), a0);
+                a1 = s.fma(s.load(q.add(i + l)), T::load(s, row.add(i + l)), a1);
+                i += 2 * l;
+            }
+            if i < d {
+                a0 = s.fma(s.load(q.add(i)), T::load(s, row.add(i)), a0);
+            }
+            *a = s.add(a0, a1);
+        }
+        let r = s.reduce_lanes(&acc[..l]);
+        if nb == l {
+            s.store(out, r);
+        } else {
+            let mut tmp = [0f32; 16];
+            s.store(tmp.as_mut_ptr(), r);
+            for (t, x) in tmp.iter().enumerate().take(nb) {
+                *out.add(t) = *x;
+            }
+        }
+    }
+}
+
+/// `acc[h][t0 .. t0 + 4 LANES] = sum_j p[h][j] v[j][t0 ..]` for `HC` heads at once: each value
+/// row tile is loaded once for all the heads of the group.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize>(
+    s: S,
+    acc: *mut f32,
+    acc_stride: usize,
+    p: *const f32,
+    p_stride: usize,
+    v: *const T,
+    vs: usize,
+    nk: usize,
+    t0: usize,
+) {
+    let l = S::LANES;
+    let z = s.splat(0.0);
+    let mut a = [[z; 4]; HC];
+    // SAFETY: nk value rows (stride vs) with 4 LANES values from t0; HC weight rows.
+    unsafe {
+        for j in 0..nk {
+            let row = v.add(j * vs + t0);
+            let ahead = v.add((j + 8).min(nk.saturating_sub(1)) * vs + t0) as *const u8;
+            for off in (0..4 * l * std::mem::size_of::<T>()).step_by(64) {
+                prefetch(ahead.add(off));
+            }
+            let vv = [
+                T::load(s, row),
+                T::load(s, row.add(l)),
+                T::load(s, row.add(2 * l)),
+                T::load(s, row.add(3 * l)),
+            ];
+            for (h, ah) in a.iter_mut().enumerate() {
+                let ph = s.splat(*p.add(h * p_stride + j));
+                for u in 0..4 {
+                    ah[u] = s.fma(ph, vv[u], ah[u]);
+                }
+            }
+        }
+        for (h, ah) in a.iter().enumerate() {
+            for (u, au) in ah.iter().enumerate() {
+                s.store(acc.add(h * acc_stride + t0 + u * l), *au);
+            }
+        }
+    }
+}
+
 /// `row[j] = exp(row[j] - m)`; returns the sum.
 #[inline(always)]
 unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
@@ -162,10 +254,33 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 *qf.add(hh * dm.d + t) = (*qrow.add(t)).to_f32() * dm.scale;
             }
         }
-        for jj in 0..n {
-            let krow = k.add(((j0 + jj) * dm.hk + g) * dm.d);
-            for hh in 0..grp {
-                *sc.add(hh * n + jj) = dot(s, qf.add(hh * dm.d), krow, dm.d);
+        let ks = dm.hk * dm.d;
+        let kbase = k.add((j0 * dm.hk + g) * dm.d);
+        let row_bytes = dm.d * std::mem::size_of::<T>();
+        if dm.d % S::LANES == 0 {
+            let mut jb = 0;
+            while jb < n {
+                let nb = (n - jb).min(S::LANES);
+                // The next block's key rows, one block ahead (rows are strided by the KV heads,
+                // which the hardware prefetcher follows poorly).
+                for t in nb..(2 * nb).min(n - jb) {
+                    let r = kbase.add((jb + t) * ks) as *const u8;
+                    for off in (0..row_bytes).step_by(64) {
+                        prefetch(r.add(off));
+                    }
+                }
+                for hh in 0..grp {
+                    let kb = kbase.add(jb * ks);
+                    score_block(s, qf.add(hh * dm.d), kb, ks, nb, dm.d, sc.add(hh * n + jb));
+                }
+                jb += nb;
+            }
+        } else {
+            for jj in 0..n {
+                let krow = kbase.add(jj * ks);
+                for hh in 0..grp {
+                    *sc.add(hh * n + jj) = dot(s, qf.add(hh * dm.d), krow, dm.d);
+                }
             }
         }
         for hh in 0..grp {
@@ -176,8 +291,47 @@ unsafe fn item_body<S: Simd, T: Elem>(
             }
             *m.add(hh) = mx;
             *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
-            let vbase = v.add((j0 * dm.hk + g) * dm.dv);
-            weighted_sum(s, acc.add(hh * dm.dv), row, vbase, dm.hk * dm.dv, n, dm.dv);
+        }
+        // Weighted values: 4-vector tiles for up to 6 heads at once, the rest per head.
+        let vs = dm.hk * dm.dv;
+        let vbase = v.add((j0 * dm.hk + g) * dm.dv);
+        let tile = 4 * S::LANES;
+        let tiled = dm.dv / tile * tile;
+        let mut h0 = 0;
+        while h0 < grp {
+            let hc = (grp - h0).min(6);
+            let (a, p) = (acc.add(h0 * dm.dv), sc.add(h0 * n) as *const f32);
+            let mut t0 = 0;
+            while t0 < tiled {
+                match hc {
+                    1 => pv_tile::<S, T, 1>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    2 => pv_tile::<S, T, 2>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    3 => pv_tile::<S, T, 3>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    4 => pv_tile::<S, T, 4>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    5 => pv_tile::<S, T, 5>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    _ => pv_tile::<S, T, 6>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                }
+                t0 += tile;
+            }
+            h0 += hc;
+        }
+        if tiled < dm.dv {
+            for hh in 0..grp {
+                let row = sc.add(hh * n);
+                let mut part = vec![0f32; dm.dv - tiled];
+                weighted_sum(
+                    s,
+                    part.as_mut_ptr(),
+                    row,
+                    vbase.add(tiled),
+                    vs,
+                    n,
+                    dm.dv - tiled,
+                );
+                for (t, x) in part.iter().enumerate() {
+                    *acc.add(hh * dm.dv + tiled + t) = *x;
+                }
+            }
         }
     }
 }
@@ -196,12 +350,14 @@ pub unsafe fn self_attention<T: Elem>(
 ) {
     let grp = dm.h / dm.hk;
     let rows = dm.hk * dm.l;
-    // Split keys only when there are too few (head, row) items to keep the threads busy.
+    // Work items are (query row, key chunk), each looping over the KV heads, so a chunk's K
+    // and V rows (interleaved by KV head) are read as sequential streams. Keys are split only
+    // when there are too few query rows to keep the threads busy.
     let t = threads();
-    let chunks = if rows >= 2 * t || dm.s < 512 {
+    let chunks = if dm.l >= 2 * t || dm.s < 512 {
         1
     } else {
-        (4 * t).div_ceil(rows).min(dm.s / 256).max(1)
+        (4 * t).div_ceil(dm.l).min(dm.s / 256).max(1)
     };
     let chunk_len = dm.s.div_ceil(chunks);
     let items = rows * chunks;
@@ -262,15 +418,22 @@ pub unsafe fn self_attention<T: Elem>(
         }
     };
     let cost = dm.s * (dm.d + dm.dv) * grp * 4;
-    if items == 1 || t <= 1 || items * cost < 256 * 1024 {
+    let pairs = dm.l * chunks;
+    let all_heads = |p: usize, s: &mut Vec<f32>, l: &mut Vec<f32>| {
+        let (i, c) = (p / chunks, p % chunks);
+        for g in 0..dm.hk {
+            work((g * dm.l + i) * chunks + c, s, l);
+        }
+    };
+    if pairs == 1 || t <= 1 || items * cost < 256 * 1024 {
         let (mut s, mut l) = (Vec::new(), Vec::new());
-        for it in 0..items {
-            work(it, &mut s, &mut l);
+        for p in 0..pairs {
+            all_heads(p, &mut s, &mut l);
         }
     } else {
-        (0..items)
+        (0..pairs)
             .into_par_iter()
-            .for_each_init(|| (Vec::new(), Vec::new()), |(s, l), it| work(it, s, l));
+            .for_each_init(|| (Vec::new(), Vec::new()), |(s, l), p| all_heads(p, s, l));
     }
     if chunks > 1 {
         for row in 0..rows {

@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::simd::{multiversion, prefetch, Elem, Scalar, Simd};
 use super::{par_ranges, SendPtr};
 
 /// Rows `0..rows` of W starting at `w`, output `y[0..rows]`.
@@ -88,18 +88,6 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
             r += 1;
         }
     }
-}
-
-/// Hints the cache line at `p` into L1 (no-op off x86-64).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[inline(always)]

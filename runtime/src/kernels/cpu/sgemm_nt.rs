@@ -144,7 +144,7 @@ unsafe fn block(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn reduce16(v: &[__m512; 16]) -> __m512 {
+pub(crate) fn reduce16(v: &[__m512; 16]) -> __m512 {
     // Pairs: 128-bit blocks (0+2, 1+3) of each vector side by side.
     let mut x = [_mm512_setzero_ps(); 8];
     for p in 0..8 {

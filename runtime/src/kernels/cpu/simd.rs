@@ -122,6 +122,17 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     fn reduce_sum(self, v: Self::V) -> f32;
     fn reduce_max(self, v: Self::V) -> f32;
 
+    /// Lane `t` of the result is the sum of the lanes of `v[t]` (`v.len() == LANES`).
+    #[inline(always)]
+    fn reduce_lanes(self, v: &[Self::V]) -> Self::V {
+        let mut sums = [0f32; 16];
+        for (t, x) in v.iter().enumerate().take(Self::LANES) {
+            sums[t] = self.reduce_sum(*x);
+        }
+        // SAFETY: at least LANES readable floats.
+        unsafe { self.load(sums.as_ptr()) }
+    }
+
     /// e^x, relative error about 2 ulp (Cephes `expf` polynomial); the input is clamped to
     /// [-87, 88], so e^-inf gives about 1.6e-38 instead of 0.
     #[inline(always)]
@@ -587,7 +598,25 @@ mod x86 {
             // SAFETY: AVX-512F present.
             unsafe { _mm512_reduce_max_ps(v) }
         }
+        #[inline(always)]
+        fn reduce_lanes(self, v: &[__m512]) -> __m512 {
+            let v: &[__m512; 16] = v.try_into().expect("16 vectors");
+            // SAFETY: AVX-512F present (type invariant).
+            unsafe { crate::kernels::cpu::sgemm_nt::reduce16(v) }
+        }
     }
+}
+
+/// Hints the cache line at `p` into L1 (no-op off x86-64; never faults).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// A tensor element that computes in f32: loaded widened, stored rounded to nearest even.
