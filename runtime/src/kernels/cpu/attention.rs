@@ -9,7 +9,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, prefetch, Elem, Scalar, Simd};
+use super::simd::{multiversion, Elem, Scalar, Simd};
 use super::{threads, SendPtr};
 use rayon::prelude::*;
 
@@ -170,10 +170,6 @@ unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize>(
     unsafe {
         for j in 0..nk {
             let row = v.add(j * vs + t0);
-            let ahead = v.add((j + 8).min(nk.saturating_sub(1)) * vs + t0) as *const u8;
-            for off in (0..4 * l * std::mem::size_of::<T>()).step_by(64) {
-                prefetch(ahead.add(off));
-            }
             let vv = [
                 T::load(s, row),
                 T::load(s, row.add(l)),
@@ -256,19 +252,10 @@ unsafe fn item_body<S: Simd, T: Elem>(
         }
         let ks = dm.hk * dm.d;
         let kbase = k.add((j0 * dm.hk + g) * dm.d);
-        let row_bytes = dm.d * std::mem::size_of::<T>();
         if dm.d % S::LANES == 0 {
             let mut jb = 0;
             while jb < n {
                 let nb = (n - jb).min(S::LANES);
-                // The next block's key rows, one block ahead (rows are strided by the KV heads,
-                // which the hardware prefetcher follows poorly).
-                for t in nb..(2 * nb).min(n - jb) {
-                    let r = kbase.add((jb + t) * ks) as *const u8;
-                    for off in (0..row_bytes).step_by(64) {
-                        prefetch(r.add(off));
-                    }
-                }
                 for hh in 0..grp {
                     let kb = kbase.add(jb * ks);
                     score_block(s, qf.add(hh * dm.d), kb, ks, nb, dm.d, sc.add(hh * n + jb));

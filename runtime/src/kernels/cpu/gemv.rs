@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, prefetch, Elem, Scalar, Simd};
+use super::simd::{multiversion, Elem, Scalar, Simd};
 use super::{par_ranges, SendPtr};
 
 /// Rows `0..rows` of W starting at `w`, output `y[0..rows]`.
@@ -47,15 +47,8 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
             let z = s.splat(0.0);
             let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
             let (mut b0, mut b1, mut b2, mut b3) = (z, z, z, z);
-            // The next block's rows, fetched one block ahead: hardware prefetchers alone leave
-            // DRAM-resident weights at about a third of the bandwidth (performance log).
-            let nx = if r + 8 <= rows { w3.offset(ws) } else { w3 };
             let mut i = 0;
             while i < kv {
-                prefetch(nx.add(i));
-                prefetch(nx.offset(ws).add(i));
-                prefetch(nx.offset(2 * ws).add(i));
-                prefetch(nx.offset(3 * ws).add(i));
                 let xa = s.load(x.add(i));
                 let xb = s.load(x.add(i + l));
                 a0 = s.fma(T::load(s, w0.add(i)), xa, a0);

@@ -607,18 +607,6 @@ mod x86 {
     }
 }
 
-/// Hints the cache line at `p` into L1 (no-op off x86-64; never faults).
-#[inline(always)]
-pub fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// A tensor element that computes in f32: loaded widened, stored rounded to nearest even.
 pub trait Elem: Copy + Send + Sync + 'static {
     /// Loads `S::LANES` elements as f32.
