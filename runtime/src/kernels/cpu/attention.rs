@@ -252,7 +252,49 @@ unsafe fn item_body<S: Simd, T: Elem>(
         }
         let ks = dm.hk * dm.d;
         let kbase = k.add((j0 * dm.hk + g) * dm.d);
-        if dm.d % S::LANES == 0 {
+        #[cfg(target_arch = "x86_64")]
+        let use_tiles = crate::kernels::cpu::sgemm_nt::available() && n > 0;
+        #[cfg(not(target_arch = "x86_64"))]
+        let use_tiles = false;
+        if use_tiles {
+            // Scores as a small NT GEMM (heads x keys over d): 4x4 register tiles reuse each
+            // loaded q and k vector four times.
+            let (kf, ldk) = if std::mem::size_of::<T>() == 4 {
+                (kbase as *const f32, ks)
+            } else {
+                let kf = sc.add(grp * n);
+                for jj in 0..n {
+                    let src = kbase.add(jj * ks);
+                    let dst = kf.add(jj * dm.d);
+                    let mut i = 0;
+                    while i + S::LANES <= dm.d {
+                        s.store(dst.add(i), T::load(s, src.add(i)));
+                        i += S::LANES;
+                    }
+                    while i < dm.d {
+                        *dst.add(i) = T::load(Scalar, src.add(i));
+                        i += 1;
+                    }
+                }
+                (kf as *const f32, dm.d)
+            };
+            #[cfg(target_arch = "x86_64")]
+            crate::kernels::cpu::sgemm_nt::block(
+                grp,
+                0,
+                n,
+                dm.d,
+                qf,
+                dm.d as isize,
+                kf,
+                ldk as isize,
+                sc,
+                n as isize,
+                1.0,
+                0.0,
+            );
+            let _ = kf;
+        } else if dm.d % S::LANES == 0 {
             let mut jb = 0;
             while jb < n {
                 let nb = (n - jb).min(S::LANES);
@@ -365,7 +407,8 @@ pub unsafe fn self_attention<T: Elem>(
         let limit = i + (dm.s - dm.l) + 1; // keys 0..limit are visible
         let j0 = (c * chunk_len).min(limit);
         let j1 = ((c + 1) * chunk_len).min(limit);
-        let need = grp * dm.d + grp * (j1 - j0);
+        // q rows | scores | (half types, AVX-512) the chunk's keys widened to f32
+        let need = grp * dm.d + grp * (j1 - j0) + (j1 - j0) * dm.d;
         if scratch.len() < need {
             scratch.resize(need, 0.0);
         }

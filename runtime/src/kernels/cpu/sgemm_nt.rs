@@ -81,10 +81,13 @@ pub unsafe fn sgemm_nt(
 }
 
 /// Columns `j0..j1` of C, all rows.
+///
+/// # Safety
+/// As `sgemm_nt` (AVX-512 present), for columns `j0..j1` only; runs on the calling thread.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block(
+pub(crate) unsafe fn block(
     m: usize,
     j0: usize,
     j1: usize,
