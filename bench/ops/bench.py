@@ -90,6 +90,7 @@ for dt, es in (("f32", 4), ("bf16", 2)):
     ]
 CASES += [
     ("plan cache: linear f32 (1,64,64) on vs off", "linear:f32:1:64:64", ("rust", "nocache:linear:f32:1:64:64"), 0, None, "speedup"),
+    ("plan cache: linear f32 (1,8,8) on vs off", "linear:f32:1:8:8", ("rust", "nocache:linear:f32:1:8:8"), 0, None, "speedup"),
     ("plan cache: linear bf16 (4,64,64) on vs off", "linear:bf16:4:64:64", ("rust", "nocache:linear:bf16:4:64:64"), 0, None, "speedup"),
     ("copy 256 MiB (parallel memcpy) vs numpy copyto (1 thread)", f"copy:{256 * MIB}", ("numpy", lambda: np_copy(256 * MIB)), 256 * MIB, None, "speedup"),
 ]
@@ -144,7 +145,8 @@ def main():
             rmin_s = f"{100 * rmin:.0f}%"
         tgt = "" if target is None else (f">= {target}x" if kind == "speedup" else f">= {100 * target:.0f}%")
         met = "" if target is None else ("yes" if res >= target else "NO")
-        print(f"| {label} | {mo * 1e3:.3f} | {aname} | {mt * 1e3:.3f} | {result} | {rmin_s} | {tgt} | {met} |", flush=True)
+        ms = (lambda t: f"{t * 1e6:.2f} us") if mo < 1e-4 else (lambda t: f"{t * 1e3:.3f}")
+        print(f"| {label} | {ms(mo)} | {aname} | {ms(mt)} | {result} | {rmin_s} | {tgt} | {met} |", flush=True)
         rows.append({"label": label, "ours_s": mo, "anchor_s": mt, "ours_min_s": lo, "anchor_min_s": lt, "result": res, "result_min": rmin, "target": target})
     server.close()
     with open("bench/ops/last.json", "w") as f:
