@@ -178,6 +178,21 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
         // SAFETY: layouts per the plan; scratch sized by it.
         unsafe {
             match p.kind {
+                Kind::Gemv if p.dtype == DType::BF16 && gemv::bf16_dot_available() => {
+                    for r in 0..p.m {
+                        let (yr, xr) =
+                            (y.offset(r as isize * p.y_rs), x.offset(r as isize * p.x_rs));
+                        gemv::gemv_bf16_dot(
+                            yr as *mut bf16,
+                            xr as *const bf16,
+                            w as *const bf16,
+                            p.w_rs,
+                            bias as *const bf16,
+                            p.n,
+                            p.k,
+                        );
+                    }
+                }
                 Kind::Gemv => {
                     for r in 0..p.m {
                         let xr = x.offset(r as isize * p.x_rs);

@@ -1,11 +1,12 @@
-//! Matrix products through the `gemm` crate (blocked, packed, rayon-parallel): `gemm_f32` for
-//! f32, and for f16/bf16 the operands are widened to f32 in a caller-provided workspace, the
-//! product runs in f32 and the result is rounded once into the output.
+//! Matrix products: `gemm_f32` runs our AVX-512 kernels (`sgemm_nt`: packed for 48+ rows, the
+//! unpacked dot-product tiles for "NT" layouts) where they apply and the `gemm` crate (blocked,
+//! packed, rayon-parallel) otherwise; for f16/bf16 the operands are widened to f32 in a
+//! caller-provided workspace, the product runs in f32 and the result is rounded once.
 
 use half::{bf16, f16};
 
 use super::simd::Elem;
-use super::{gemv, par_ranges, threads, SendPtr};
+use super::{gemv, par_ranges, sgemm_nt, threads, SendPtr};
 
 /// One 2-D operand: pointer and strides in elements (row stride, column stride).
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +46,31 @@ pub unsafe fn gemm_f32(
             }
         }
         return;
+    }
+    if sgemm_nt::available() {
+        if m >= 48 {
+            // SAFETY: forwarded; any strides.
+            unsafe {
+                sgemm_nt::sgemm_packed(
+                    m,
+                    n,
+                    k,
+                    (a.ptr, a.rs, a.cs),
+                    (b.ptr, b.rs, b.cs),
+                    (c.ptr, c.rs, c.cs),
+                    alpha,
+                    beta,
+                )
+            };
+            return;
+        }
+        if a.cs == 1 && b.rs == 1 && c.cs == 1 {
+            // SAFETY: forwarded; A rows and B columns are unit-stride in K.
+            unsafe {
+                sgemm_nt::sgemm_nt(m, n, k, a.ptr, a.rs, b.ptr, b.cs, c.ptr, c.rs, alpha, beta)
+            };
+            return;
+        }
     }
     let flops = m * n * k;
     let par = if flops < 64 * 64 * 64 || threads() <= 1 {
