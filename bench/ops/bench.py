@@ -66,6 +66,7 @@ def np_copy(nbytes):
 
 
 MIB = 1 << 20
+SETTLE_S = 0.15
 E = 512 * 4096  # elements of a (512, 4096) tensor
 
 # (label, our case, anchor: ("numpy", factory) | ("rust", case), bytes moved, target, kind)
@@ -106,7 +107,11 @@ def measure(server, case, anchor, rounds, block_s):
     reps = max(1, min(200, int(block_s / max(t, 1e-7))))
     ours, theirs = [], []
     for _ in range(rounds):
+        # OpenBLAS worker threads spin for about 2^28 cycles after a call before they sleep,
+        # and they would take the cores from whichever side runs next: let both pools settle.
+        time.sleep(SETTLE_S)
         ours += server.run(case, reps)
+        time.sleep(SETTLE_S)
         theirs += anchor_run(reps)
     return ours, theirs
 

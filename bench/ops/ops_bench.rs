@@ -7,7 +7,8 @@
 //! in seconds. Cases (built on first use, then reused):
 //! `copy:BYTES` (parallel memcpy of BYTES/2 into BYTES/2: BYTES of traffic),
 //! `linear:DT:M:K:N`, `add|swiglu|rms_norm:DT:M:N`, `rope:DT:SEQ:NH:D`,
-//! `attn:DT:L:S:H:HK:D`, and `nocache:CASE` (the same with the plan cache capacity 0 for
+//! `attn:DT:L:S:H:HK:D`, `cold:CASE` (256 MiB written before each call, so operands come
+//! from DRAM) and `nocache:CASE` (the same with the plan cache capacity 0 for
 //! the timed block). DT is f32 or bf16.
 //!
 //! Usage: `cargo bench -p anyffi-runtime --bench ops` starts the server; normally run through
@@ -100,6 +101,9 @@ type Runner = Box<dyn FnMut()>;
 
 /// Builds the runner of one case (buffers live in the closure).
 fn build(case: &str) -> Runner {
+    if let Some(inner) = case.strip_prefix("cold:") {
+        return build(inner);
+    }
     if let Some(inner) = case.strip_prefix("nocache:") {
         // The capacity is set around the timed block by `main`.
         return build(inner);
@@ -182,6 +186,8 @@ fn build(case: &str) -> Runner {
 fn main() {
     tvm_ffi::ops::register_ops().unwrap();
     let mut cases: HashMap<String, Runner> = HashMap::new();
+    // Written between the timed calls of `cold:` cases so the operands come from DRAM.
+    let mut flush = vec![0u64; 32 << 20];
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     for line in stdin.lock().lines() {
@@ -201,8 +207,12 @@ fn main() {
             r(); // first touch, plan
             r
         });
+        let cold = case.starts_with("cold:");
         let times: Vec<String> = (0..reps)
             .map(|_| {
+                if cold {
+                    flush.iter_mut().for_each(|x| *x = x.wrapping_add(1));
+                }
                 let t = Instant::now();
                 run();
                 format!("{:e}", t.elapsed().as_secs_f64())
