@@ -105,6 +105,30 @@ static void free_factor(void* self) { free(self); }
 
 static void noop_deleter(DLManagedTensor* mt) { (void)mt; }
 
+/* runtime.empty((n,), "float32", cpu:0) -> a new ffi.Tensor from the device runtime. */
+static void* empty_f32(void* f_empty, void* f_shape, int64_t n) {
+  TVMFFIAny dim = int_any(n), shape, out;
+  memset(&shape, 0, sizeof(shape));
+  CHECK(TVMFFIFunctionCall(f_shape, &dim, 1, &shape));
+  TVMFFIAny args[3];
+  args[0] = shape;
+  TVMFFIByteArray dt = bytes("float32");
+  CHECK(TVMFFIStringFromByteArray(&dt, &args[1]));
+  memset(&args[2], 0, sizeof(args[2]));
+  args[2].type_index = kTVMFFIDevice;
+  args[2].value.v_device.device_type = kDLCPU;
+  memset(&out, 0, sizeof(out));
+  CHECK(TVMFFIFunctionCall(f_empty, args, 3, &out));
+  TVMFFIObjectDecRef(shape.value.v_obj);
+  if (args[1].type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(args[1].value.v_obj);
+  return out.value.v_obj;
+}
+
+static float* tensor_f32(void* t) {
+  const DLTensor* dl = (const DLTensor*)((char*)t + sizeof(TVMFFIObject));
+  return (float*)((char*)dl->data + dl->byte_offset);
+}
+
 int main(void) {
   TVMFFIVersion v;
   TVMFFIGetVersion(&v);
@@ -189,6 +213,27 @@ int main(void) {
   for (int i = 0; i < 2; ++i) {
     if (r_args[i].type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(r_args[i].value.v_obj);
   }
+
+  /* 7. The device runtime and the operator library, both packed functions: c = a + b. */
+  void* f_empty = get_global("runtime.empty");
+  void* f_add = get_global("ops.add");
+  void* a = empty_f32(f_empty, ffi_shape, 4);
+  void* b = empty_f32(f_empty, ffi_shape, 4);
+  void* c = empty_f32(f_empty, ffi_shape, 4);
+  for (int i = 0; i < 4; ++i) {
+    tensor_f32(a)[i] = (float)i;
+    tensor_f32(b)[i] = 10.0f * (float)i;
+  }
+  TVMFFIAny add_args[3] = {obj_any(c), obj_any(a), obj_any(b)};
+  out.type_index = kTVMFFINone;
+  CHECK(TVMFFIFunctionCall(f_add, add_args, 3, &out));
+  printf("ops.add(c, a, b) on runtime.empty tensors: c = [%g, %g, %g, %g]\n", tensor_f32(c)[0],
+         tensor_f32(c)[1], tensor_f32(c)[2], tensor_f32(c)[3]);
+  TVMFFIObjectDecRef(a);
+  TVMFFIObjectDecRef(b);
+  TVMFFIObjectDecRef(c);
+  TVMFFIObjectDecRef(f_add);
+  TVMFFIObjectDecRef(f_empty);
 
   /* Release everything we own. */
   TVMFFIObjectDecRef(tensor);

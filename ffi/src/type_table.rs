@@ -68,8 +68,7 @@ impl TypeEntry {
 struct Column {
     col: TVMFFITypeAttrColumn,
     values: Vec<TVMFFIAny>,
-    /// Buffers replaced by growth: readers may still hold `col.data` (reads take no lock), so
-    /// they are kept, never freed.
+    /// Earlier buffers of `values`, kept alive for lock-free readers.
     retired: Vec<Vec<TVMFFIAny>>,
 }
 
@@ -192,6 +191,9 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     table
         .register_metadata(kTVMFFIBigInt, &bigint_meta)
         .expect("ffi.BigInt metadata");
+    // The dynamic types of the library itself take the first dynamic indices (128 onwards, in
+    // the official order) before any foreign library can allocate one.
+    crate::builtin_types::register(&table).expect("built-in reflected types");
     // Library-owned attribute entries (BigInt's key hash/equality), present before any foreign
     // header code can hash a key.
     for (name, index, value) in crate::hash::builtin_attr_entries() {
@@ -437,7 +439,13 @@ impl Table {
         })
     }
 
-    fn entry_mut(&self, index: i32, what: &str) -> Result<&mut TypeEntry> {
+    /// The entry of `index` for mutation; `_w` proves the writer lock is held.
+    fn entry_mut<'a>(
+        &'a self,
+        _w: &'a mut Writer,
+        index: i32,
+        what: &str,
+    ) -> Result<&'a mut TypeEntry> {
         let e = self.get(index);
         if e.is_null() {
             return Err(Error::value_error(format!(
@@ -449,8 +457,8 @@ impl Table {
     }
 
     fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
-        let _w = self.writer.lock();
-        let e = self.entry_mut(index, "TVMFFITypeRegisterMetadata")?;
+        let mut w = self.writer.lock();
+        let e = self.entry_mut(&mut w, index, "TVMFFITypeRegisterMetadata")?;
         if e.metadata.is_some() {
             return Err(Error::runtime_error(format!(
                 "TVMFFITypeRegisterMetadata: Overriding the metadata of `{}` is not allowed",
@@ -538,66 +546,108 @@ pub fn register_metadata(index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
     TABLE.register_metadata(index, meta)
 }
 
+/// Where type registrations go: the global table, or the table under construction while its
+/// initialiser registers the library's own types (which must not re-enter the global).
+pub trait TypeSink {
+    /// Allocates (or finds) the index of `key` (spec §3.2).
+    fn alloc_index(
+        &self,
+        key: &str,
+        static_index: i32,
+        depth: i32,
+        child_slots: i32,
+        can_overflow: bool,
+        parent_index: i32,
+    ) -> Result<i32>;
+    /// `TVMFFITypeRegisterMetadata`.
+    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()>;
+    /// `TVMFFITypeRegisterField`.
+    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()>;
+    /// `TVMFFITypeRegisterMethod`.
+    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()>;
+    /// `TVMFFITypeRegisterAttr`.
+    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()>;
+}
+
+/// The process-wide type table as a [`TypeSink`].
+pub struct GlobalTypes;
+
+impl TypeSink for GlobalTypes {
+    fn alloc_index(
+        &self,
+        key: &str,
+        static_index: i32,
+        depth: i32,
+        child_slots: i32,
+        can_overflow: bool,
+        parent_index: i32,
+    ) -> Result<i32> {
+        get_or_alloc_index(
+            key,
+            static_index,
+            depth,
+            child_slots,
+            can_overflow,
+            parent_index,
+        )
+    }
+    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+        TABLE.register_metadata(index, meta)
+    }
+    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+        TABLE.register_field(index, info)
+    }
+    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+        TABLE.register_method(index, info)
+    }
+    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+        TABLE.register_attr(index, name, value)
+    }
+}
+
+impl TypeSink for Table {
+    fn alloc_index(
+        &self,
+        key: &str,
+        static_index: i32,
+        depth: i32,
+        child_slots: i32,
+        can_overflow: bool,
+        parent_index: i32,
+    ) -> Result<i32> {
+        let mut w = self.writer.lock();
+        self.alloc_locked(
+            &mut w,
+            key,
+            static_index,
+            depth,
+            child_slots,
+            can_overflow,
+            parent_index,
+        )
+    }
+    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+        Table::register_metadata(self, index, meta)
+    }
+    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+        Table::register_field(self, index, info)
+    }
+    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+        Table::register_method(self, index, info)
+    }
+    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+        Table::register_attr(self, index, name, value)
+    }
+}
+
 /// `TVMFFITypeRegisterField`: copies the description, owning its strings, default and setter.
 pub fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
-    let t = &*TABLE;
-    let _w = t.writer.lock();
-    let e = t.entry_mut(index, "TVMFFITypeRegisterField")?;
-    // SAFETY: the caller passes valid byte arrays.
-    let name = unsafe { byte_array_str(&info.name) }.into_owned();
-    // SAFETY: field names are kept as owned copies in `strings`.
-    if e.fields
-        .iter()
-        .any(|f| unsafe { byte_array_str(&f.name) } == name)
-    {
-        return Err(Error::value_error(format!(
-            "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
-            e.key
-        )));
-    }
-    let default = if info.flags & kTVMFFIFieldFlagBitMaskHasDefault != 0 {
-        // SAFETY: the caller passes a valid view; we keep an owned copy.
-        unsafe { Any::copy_from_raw_view(&info.default_value_or_factory) }?.into_raw()
-    } else {
-        TVMFFIAny::NONE
-    };
-    let setter = info.setter;
-    if info.flags & kTVMFFIFieldFlagBitSetterIsFunctionObj != 0 && !setter.is_null() {
-        // SAFETY: the flag says the setter is a live Function handle; we retain it.
-        unsafe { crate::object::inc_ref(setter as *mut TVMFFIObject) };
-    }
-    let copy = TVMFFIFieldInfo {
-        name: leak_bytes(&mut e.strings, &info.name),
-        doc: leak_bytes(&mut e.strings, &info.doc),
-        metadata: leak_bytes(&mut e.strings, &info.metadata),
-        default_value_or_factory: default,
-        setter,
-        ..*info
-    };
-    e.fields.push(copy);
-    e.info.fields = e.fields.as_ptr();
-    e.info.num_fields = e.fields.len() as i32;
-    Ok(())
+    TABLE.register_field(index, info)
 }
 
 /// `TVMFFITypeRegisterMethod`: copies the description and retains the method.
 pub fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
-    let t = &*TABLE;
-    let _w = t.writer.lock();
-    let e = t.entry_mut(index, "TVMFFITypeRegisterMethod")?;
-    // SAFETY: the caller passes a valid view; we keep an owned copy.
-    let method = unsafe { Any::copy_from_raw_view(&info.method) }?.into_raw();
-    let copy = TVMFFIMethodInfo {
-        name: leak_bytes(&mut e.strings, &info.name),
-        doc: leak_bytes(&mut e.strings, &info.doc),
-        metadata: leak_bytes(&mut e.strings, &info.metadata),
-        method,
-        ..*info
-    };
-    e.methods.push(copy);
-    e.info.methods = e.methods.as_ptr();
-    e.info.num_methods = e.methods.len() as i32;
-    Ok(())
+    TABLE.register_method(index, info)
 }
 
 /// `TVMFFITypeRegisterAttr`: column `name`, entry `index` = an owned copy of `value`.
@@ -606,6 +656,63 @@ pub fn register_attr(index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
 }
 
 impl Table {
+    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+        let mut w = self.writer.lock();
+        let e = self.entry_mut(&mut w, index, "TVMFFITypeRegisterField")?;
+        // SAFETY: the caller passes valid byte arrays.
+        let name = unsafe { byte_array_str(&info.name) }.into_owned();
+        if e.fields.iter().any(|f| {
+            // SAFETY: field names are kept as owned copies in `strings`.
+            (unsafe { byte_array_str(&f.name) }) == name
+        }) {
+            return Err(Error::value_error(format!(
+                "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
+                e.key
+            )));
+        }
+        let default = if info.flags & kTVMFFIFieldFlagBitMaskHasDefault != 0 {
+            // SAFETY: the caller passes a valid view; we keep an owned copy.
+            unsafe { Any::copy_from_raw_view(&info.default_value_or_factory) }?.into_raw()
+        } else {
+            TVMFFIAny::NONE
+        };
+        let setter = info.setter;
+        if info.flags & kTVMFFIFieldFlagBitSetterIsFunctionObj != 0 && !setter.is_null() {
+            // SAFETY: the flag says the setter is a live Function handle; we retain it.
+            unsafe { crate::object::inc_ref(setter as *mut TVMFFIObject) };
+        }
+        let copy = TVMFFIFieldInfo {
+            name: leak_bytes(&mut e.strings, &info.name),
+            doc: leak_bytes(&mut e.strings, &info.doc),
+            metadata: leak_bytes(&mut e.strings, &info.metadata),
+            default_value_or_factory: default,
+            setter,
+            ..*info
+        };
+        e.fields.push(copy);
+        e.info.fields = e.fields.as_ptr();
+        e.info.num_fields = e.fields.len() as i32;
+        Ok(())
+    }
+
+    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+        let mut w = self.writer.lock();
+        let e = self.entry_mut(&mut w, index, "TVMFFITypeRegisterMethod")?;
+        // SAFETY: the caller passes a valid view; we keep an owned copy.
+        let method = unsafe { Any::copy_from_raw_view(&info.method) }?.into_raw();
+        let copy = TVMFFIMethodInfo {
+            name: leak_bytes(&mut e.strings, &info.name),
+            doc: leak_bytes(&mut e.strings, &info.doc),
+            metadata: leak_bytes(&mut e.strings, &info.metadata),
+            method,
+            ..*info
+        };
+        e.methods.push(copy);
+        e.info.methods = e.methods.as_ptr();
+        e.info.num_methods = e.methods.len() as i32;
+        Ok(())
+    }
+
     fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
         let t = self;
         let mut w = t.writer.lock();
@@ -622,15 +729,17 @@ impl Table {
         let col = unsafe { &mut *col };
         let i = index as usize;
         if i < col.values.len() && col.values[i].type_index != kTVMFFINone {
+            // SAFETY: entries are never freed.
+            let key = unsafe { &(*t.get(index)).key };
             return Err(Error::runtime_error(format!(
-                "TVMFFITypeRegisterAttr: attribute `{name}` of type `{}` is already registered",
-                type_key_of(index)
+                "TVMFFITypeRegisterAttr: attribute `{name}` of type `{key}` is already registered"
             )));
         }
         // SAFETY: the caller passes a valid view; we keep an owned copy.
         let owned = unsafe { Any::copy_from_raw_view(value) }?.into_raw();
         if i >= col.values.len() {
-            // The old buffer is retired, not freed: readers may still hold `col.data`.
+            // The old buffer is retired, not freed: readers may still hold `col.data` (no lock
+            // on reads). Kept reachable so leak checkers see it as owned.
             let mut grown = Vec::with_capacity((i + 1).max(col.values.len() * 2).max(16));
             grown.extend_from_slice(&col.values);
             grown.resize(i + 1, TVMFFIAny::NONE);

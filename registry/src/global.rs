@@ -27,6 +27,8 @@ type Table = HashMap<Box<str>, GlobalEntry>;
 static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
     let mut t = Table::new();
     crate::builtins::register_all(&mut Registrar(&mut t));
+    // Library types whose methods call global functions (StructuralKey) find them through this.
+    anyffi::reflection::set_global_lookup(get_global);
     RwLock::new(t)
 });
 
@@ -91,21 +93,7 @@ pub fn metadata_json(schema: &str) -> String {
 
 /// A JSON string literal of `s`.
 pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    anyffi::reflection::json_quote(s)
 }
 
 /// Registers `entry` under `name`; an existing name is an error unless `allow_override`.

@@ -103,6 +103,28 @@ unsafe impl Sync for ModuleObj {}
 /// Owning handle to a module.
 pub type Module = ObjectRef<ModuleObj>;
 
+/// Registers the reflection of `ffi.Module` as the official library does: `total_size` 48 (its
+/// C++ object; ours keeps private state after the registered part), no creator, the read-only
+/// field `imports_`, and finality.
+pub(crate) fn register_reflection() -> Result<()> {
+    use anyffi::abi::{kTVMFFIArray, kTVMFFISEqHashKindUnsupported};
+    use anyffi::reflection::{Accessor, FieldDef, TypeDef};
+    TypeDef::new(
+        &anyffi::type_table::GlobalTypes,
+        kTVMFFIModule,
+        ModuleObj::TYPE_KEY,
+    )
+    .metadata(48, kTVMFFISEqHashKindUnsupported, None)?
+    .field(FieldDef::new(
+        "imports_",
+        std::mem::offset_of!(ModuleObj, imports),
+        Accessor::object::<{ kTVMFFIArray }, false>(kTVMFFIArray),
+        r#"{"type":"ffi.Array","args":[{"type":"Any"}]}"#,
+    ))?
+    .type_final(true)?;
+    Ok(())
+}
+
 fn make_module(lib: Library) -> Module {
     anyffi::make_object(ModuleObj {
         header: TVMFFIObject::new::<ModuleObj>(),

@@ -18,6 +18,8 @@ pub use anyffi_registry::capi::*;
 
 mod args;
 pub mod device;
+pub mod kernels;
+pub mod ops;
 pub mod tensor;
 
 pub use args::dims_arg;
@@ -33,6 +35,7 @@ pub fn register_all() {
         let outcome = std::panic::catch_unwind(|| -> anyffi::Result<()> {
             device::context::register()?;
             tensor::register()?;
+            ops::register_ops()?;
             tensor::alloc::install_default_allocator();
             Ok(())
         });

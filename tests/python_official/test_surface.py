@@ -21,6 +21,8 @@ def ours() -> dict:
     return conftest.library_surface()
 
 
+# The complete list includes the structural/serialization built-ins of issue 4.
+@pytest.mark.issue4
 def test_global_functions(ours) -> None:
     missing = sorted(set(OFFICIAL["global_functions"]) - set(ours["global_functions"]))
     extra = sorted(set(ours["global_functions"]) - set(OFFICIAL["global_functions"]))

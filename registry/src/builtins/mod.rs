@@ -2,8 +2,10 @@
 
 mod basic;
 mod containers;
+mod dataclass;
 mod json;
 mod module;
+mod reflection;
 mod registry;
 mod serialization;
 mod structural;
@@ -20,5 +22,7 @@ pub fn register_all(r: &mut Registrar<'_>) {
     structural::register(r);
     serialization::register(r);
     module::register(r);
+    reflection::register(r);
+    dataclass::register(r);
     testing::register(r);
 }

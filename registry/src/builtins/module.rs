@@ -7,6 +7,9 @@ use crate::global::Registrar;
 use crate::module::{self, Module, PROPERTY_BINARY_SERIALIZABLE, PROPERTY_RUNNABLE};
 
 pub(super) fn register(r: &mut Registrar<'_>) {
+    if let Err(e) = module::register_reflection() {
+        eprintln!("anyffi: registering the reflection of ffi.Module failed: {e}");
+    }
     r.typed(
         "ffi.ModuleLoadFromFile",
         "Loads a module from a file, by extension.",

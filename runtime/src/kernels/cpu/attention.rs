@@ -1,0 +1,519 @@
+//! Causal self-attention with grouped KV heads (spec §2.7), in f32:
+//! `out[i, h] = softmax_j(scale * q[i, h] . k[j, g]) v[j, g]` over `j <= i + (S - L)`,
+//! `g = h / (H / HK)`.
+//!
+//! Work items are (KV head, query row, key chunk): each item streams its keys once for all the
+//! query heads of the group (so K and V are read once per group, not once per head). Decoding
+//! (one query row) splits the keys into chunks across threads and merges the partial softmaxes
+//! (max, sum, weighted values) afterwards, as flash-decoding does.
+
+use half::{bf16, f16};
+
+use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::{threads, SendPtr};
+use rayon::prelude::*;
+
+/// Shapes of one call (all tensors contiguous).
+#[derive(Clone, Copy, Debug)]
+pub struct AttnDims {
+    /// Query rows L, query heads H, key rows S, KV heads HK, head size D, value size DV.
+    pub l: usize,
+    pub h: usize,
+    pub s: usize,
+    pub hk: usize,
+    pub d: usize,
+    pub dv: usize,
+    pub scale: f32,
+}
+
+#[inline(always)]
+unsafe fn dot<S: Simd, T: Elem>(s: S, q: *const f32, k: *const T, d: usize) -> f32 {
+    let l = S::LANES;
+    let mut i = 0;
+    // SAFETY: d elements each.
+    unsafe {
+        let mut a0 = s.splat(0.0);
+        let mut a1 = s.splat(0.0);
+        while i + 2 * l <= d {
+            a0 = s.fma(s.load(q.add(i)), T::load(s, k.add(i)), a0);
+            a1 = s.fma(s.load(q.add(i + l)), T::load(s, k.add(i + l)), a1);
+            i += 2 * l;
+        }
+        while i + l <= d {
+            a0 = s.fma(s.load(q.add(i)), T::load(s, k.add(i)), a0);
+            i += l;
+        }
+        let mut t = s.reduce_sum(s.add(a0, a1));
+        while i < d {
+            t += *q.add(i) * T::load(Scalar, k.add(i));
+            i += 1;
+        }
+        t
+    }
+}
+
+/// `acc[0..n] = sum_j p[j] * v[j * vs + 0..n]` for `nk` keys: the accumulators stay in
+/// registers (8 vectors per tile) while the value rows stream from cache.
+#[inline(always)]
+unsafe fn weighted_sum<S: Simd, T: Elem>(
+    s: S,
+    acc: *mut f32,
+    p: *const f32,
+    v: *const T,
+    vs: usize,
+    nk: usize,
+    n: usize,
+) {
+    let l = S::LANES;
+    let tile = 8 * l;
+    let mut t0 = 0;
+    // SAFETY: nk rows of n elements at stride vs, nk weights, n outputs.
+    unsafe {
+        while t0 + tile <= n {
+            let z = s.splat(0.0);
+            let mut a = [z; 8];
+            for j in 0..nk {
+                let pj = s.splat(*p.add(j));
+                let row = v.add(j * vs + t0);
+                for (u, au) in a.iter_mut().enumerate() {
+                    *au = s.fma(pj, T::load(s, row.add(u * l)), *au);
+                }
+            }
+            for (u, au) in a.iter().enumerate() {
+                s.store(acc.add(t0 + u * l), *au);
+            }
+            t0 += tile;
+        }
+        while t0 + l <= n {
+            let mut a = s.splat(0.0);
+            for j in 0..nk {
+                a = s.fma(s.splat(*p.add(j)), T::load(s, v.add(j * vs + t0)), a);
+            }
+            s.store(acc.add(t0), a);
+            t0 += l;
+        }
+        while t0 < n {
+            let mut a = 0.0f32;
+            for j in 0..nk {
+                a += *p.add(j) * T::load(Scalar, v.add(j * vs + t0));
+            }
+            *acc.add(t0) = a;
+            t0 += 1;
+        }
+    }
+}
+
+/// Scores of `nb <= LANES` keys starting at `k` (row stride `ks`) against one query row `q`
+/// (`d % LANES == 0`): per-key partial vectors, then one lane-reduction for the block.
+#[inline(always)]
+unsafe fn score_block<S: Simd, T: Elem>(
+    s: S,
+    q: *const f32,
+    k: *const T,
+    ks: usize,
+    nb: usize,
+    d: usize,
+    out: *mut f32,
+) {
+    let l = S::LANES;
+    let z = s.splat(0.0);
+    let mut acc = [z; 16];
+    // SAFETY: nb key rows of d elements, d query values, nb outputs.
+    unsafe {
+        for (t, a) in acc.iter_mut().enumerate().take(nb) {
+            let row = k.add(t * ks);
+            let mut a0 = z;
+            let mut a1 = z;
+            let mut i = 0;
+            while i + 2 * l <= d {
+                a0 = s.fma(s.load(q.add(i)), T::load(s, row.add(i)), a0);
+                a1 = s.fma(s.load(q.add(i + l)), T::load(s, row.add(i + l)), a1);
+                i += 2 * l;
+            }
+            if i < d {
+                a0 = s.fma(s.load(q.add(i)), T::load(s, row.add(i)), a0);
+            }
+            *a = s.add(a0, a1);
+        }
+        let r = s.reduce_lanes(&acc[..l]);
+        if nb == l {
+            s.store(out, r);
+        } else {
+            let mut tmp = [0f32; 16];
+            s.store(tmp.as_mut_ptr(), r);
+            for (t, x) in tmp.iter().enumerate().take(nb) {
+                *out.add(t) = *x;
+            }
+        }
+    }
+}
+
+/// `acc[h][t0 .. t0 + 4 LANES] = sum_j p[h][j] v[j][t0 ..]` for `HC` heads at once: each value
+/// row tile is loaded once for all the heads of the group.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize>(
+    s: S,
+    acc: *mut f32,
+    acc_stride: usize,
+    p: *const f32,
+    p_stride: usize,
+    v: *const T,
+    vs: usize,
+    nk: usize,
+    t0: usize,
+) {
+    let l = S::LANES;
+    let z = s.splat(0.0);
+    let mut a = [[z; 4]; HC];
+    // SAFETY: nk value rows (stride vs) with 4 LANES values from t0; HC weight rows.
+    unsafe {
+        for j in 0..nk {
+            let row = v.add(j * vs + t0);
+            let vv = [
+                T::load(s, row),
+                T::load(s, row.add(l)),
+                T::load(s, row.add(2 * l)),
+                T::load(s, row.add(3 * l)),
+            ];
+            for (h, ah) in a.iter_mut().enumerate() {
+                let ph = s.splat(*p.add(h * p_stride + j));
+                for u in 0..4 {
+                    ah[u] = s.fma(ph, vv[u], ah[u]);
+                }
+            }
+        }
+        for (h, ah) in a.iter().enumerate() {
+            for (u, au) in ah.iter().enumerate() {
+                s.store(acc.add(h * acc_stride + t0 + u * l), *au);
+            }
+        }
+    }
+}
+
+/// `row[j] = exp(row[j] - m)`; returns the sum.
+#[inline(always)]
+unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
+    let l = S::LANES;
+    let mut i = 0;
+    // SAFETY: n elements.
+    unsafe {
+        let mv = s.splat(m);
+        let mut acc = s.splat(0.0);
+        while i + l <= n {
+            let e = s.exp(s.sub(s.load(row.add(i)), mv));
+            s.store(row.add(i), e);
+            acc = s.add(acc, e);
+            i += l;
+        }
+        let mut t = s.reduce_sum(acc);
+        while i < n {
+            let e = Scalar.exp(*row.add(i) - m);
+            *row.add(i) = e;
+            t += e;
+            i += 1;
+        }
+        t
+    }
+}
+
+/// One item: KV head `g`, query row `i`, keys `j0..j1`. Writes `m[G]`, `lsum[G]`,
+/// `acc[G * dv]` (unnormalised).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn item_body<S: Simd, T: Elem>(
+    s: S,
+    dims: *const AttnDims,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    g: usize,
+    i: usize,
+    j0: usize,
+    j1: usize,
+    scratch: *mut f32,
+    m: *mut f32,
+    lsum: *mut f32,
+    acc: *mut f32,
+) {
+    // SAFETY: the caller sized every buffer from `dims`; indices are in range.
+    unsafe {
+        let dm = *dims;
+        let grp = dm.h / dm.hk;
+        let n = j1 - j0;
+        // scratch: q rows (grp * d) then scores (grp * n)
+        let qf = scratch;
+        let sc = scratch.add(grp * dm.d);
+        for hh in 0..grp {
+            let qrow = q.add((i * dm.h + g * grp + hh) * dm.d);
+            for t in 0..dm.d {
+                *qf.add(hh * dm.d + t) = (*qrow.add(t)).to_f32() * dm.scale;
+            }
+        }
+        let ks = dm.hk * dm.d;
+        let kbase = k.add((j0 * dm.hk + g) * dm.d);
+        #[cfg(target_arch = "x86_64")]
+        let use_tiles = crate::kernels::cpu::sgemm_nt::available() && n > 0;
+        #[cfg(not(target_arch = "x86_64"))]
+        let use_tiles = false;
+        if use_tiles {
+            // Scores as a small NT GEMM (heads x keys over d): 4x4 register tiles reuse each
+            // loaded q and k vector four times.
+            let (kf, ldk) = if std::mem::size_of::<T>() == 4 {
+                (kbase as *const f32, ks)
+            } else {
+                let kf = sc.add(grp * n);
+                for jj in 0..n {
+                    let src = kbase.add(jj * ks);
+                    let dst = kf.add(jj * dm.d);
+                    let mut i = 0;
+                    while i + S::LANES <= dm.d {
+                        s.store(dst.add(i), T::load(s, src.add(i)));
+                        i += S::LANES;
+                    }
+                    while i < dm.d {
+                        *dst.add(i) = T::load(Scalar, src.add(i));
+                        i += 1;
+                    }
+                }
+                (kf as *const f32, dm.d)
+            };
+            #[cfg(target_arch = "x86_64")]
+            crate::kernels::cpu::sgemm_nt::block(
+                grp,
+                0,
+                n,
+                dm.d,
+                qf,
+                dm.d as isize,
+                kf,
+                ldk as isize,
+                sc,
+                n as isize,
+                1.0,
+                0.0,
+            );
+            let _ = kf;
+        } else if dm.d % S::LANES == 0 {
+            let mut jb = 0;
+            while jb < n {
+                let nb = (n - jb).min(S::LANES);
+                for hh in 0..grp {
+                    let kb = kbase.add(jb * ks);
+                    score_block(s, qf.add(hh * dm.d), kb, ks, nb, dm.d, sc.add(hh * n + jb));
+                }
+                jb += nb;
+            }
+        } else {
+            for jj in 0..n {
+                let krow = kbase.add(jj * ks);
+                for hh in 0..grp {
+                    *sc.add(hh * n + jj) = dot(s, qf.add(hh * dm.d), krow, dm.d);
+                }
+            }
+        }
+        for hh in 0..grp {
+            let row = sc.add(hh * n);
+            let mut mx = f32::NEG_INFINITY;
+            for jj in 0..n {
+                mx = mx.max(*row.add(jj));
+            }
+            *m.add(hh) = mx;
+            *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
+        }
+        // Weighted values: 4-vector tiles for up to 6 heads at once, the rest per head.
+        let vs = dm.hk * dm.dv;
+        let vbase = v.add((j0 * dm.hk + g) * dm.dv);
+        let tile = 4 * S::LANES;
+        let tiled = dm.dv / tile * tile;
+        let mut h0 = 0;
+        while h0 < grp {
+            let hc = (grp - h0).min(6);
+            let (a, p) = (acc.add(h0 * dm.dv), sc.add(h0 * n) as *const f32);
+            let mut t0 = 0;
+            while t0 < tiled {
+                match hc {
+                    1 => pv_tile::<S, T, 1>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    2 => pv_tile::<S, T, 2>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    3 => pv_tile::<S, T, 3>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    4 => pv_tile::<S, T, 4>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    5 => pv_tile::<S, T, 5>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                    _ => pv_tile::<S, T, 6>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+                }
+                t0 += tile;
+            }
+            h0 += hc;
+        }
+        if tiled < dm.dv {
+            for hh in 0..grp {
+                let row = sc.add(hh * n);
+                let mut part = vec![0f32; dm.dv - tiled];
+                weighted_sum(
+                    s,
+                    part.as_mut_ptr(),
+                    row,
+                    vbase.add(tiled),
+                    vs,
+                    n,
+                    dm.dv - tiled,
+                );
+                for (t, x) in part.iter().enumerate() {
+                    *acc.add(hh * dm.dv + tiled + t) = *x;
+                }
+            }
+        }
+    }
+}
+
+/// Runs causal GQA attention.
+///
+/// # Safety
+/// q `[L, H, D]`, k `[S, HK, D]`, v `[S, HK, DV]`, out `[L, H, DV]` contiguous and valid, out not
+/// overlapping the inputs, `H % HK == 0`, `S >= L`.
+pub unsafe fn self_attention<T: Elem>(
+    out: *mut T,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    dm: AttnDims,
+) {
+    let grp = dm.h / dm.hk;
+    let rows = dm.hk * dm.l;
+    // Work items are (query row, key chunk), each looping over the KV heads, so a chunk's K
+    // and V rows (interleaved by KV head) are read as sequential streams. Keys are split only
+    // when there are too few query rows to keep the threads busy.
+    let t = threads();
+    let chunks = if dm.l >= 2 * t || dm.s < 512 {
+        1
+    } else {
+        (4 * t).div_ceil(dm.l).min(dm.s / 256).max(1)
+    };
+    let chunk_len = dm.s.div_ceil(chunks);
+    let items = rows * chunks;
+    // partials per item: m[grp], l[grp], acc[grp*dv]
+    let stride = grp * (2 + dm.dv);
+    let mut partial = vec![0f32; if chunks > 1 { items * stride } else { 0 }];
+    let pp = SendPtr(partial.as_mut_ptr());
+    let (op, qp, kp, vp) = (
+        SendPtr(out),
+        SendPtr::from_const(q),
+        SendPtr::from_const(k),
+        SendPtr::from_const(v),
+    );
+    let work = |it: usize, scratch: &mut Vec<f32>, local: &mut Vec<f32>| {
+        let row = it / chunks;
+        let c = it % chunks;
+        let (g, i) = (row / dm.l, row % dm.l);
+        let limit = i + (dm.s - dm.l) + 1; // keys 0..limit are visible
+        let j0 = (c * chunk_len).min(limit);
+        let j1 = ((c + 1) * chunk_len).min(limit);
+        // q rows | scores | (half types, AVX-512) the chunk's keys widened to f32
+        let need = grp * dm.d + grp * (j1 - j0) + (j1 - j0) * dm.d;
+        if scratch.len() < need {
+            scratch.resize(need, 0.0);
+        }
+        let dst: *mut f32 = if chunks > 1 {
+            // SAFETY: item `it` owns its partial slot.
+            unsafe { pp.get().add(it * stride) }
+        } else {
+            if local.len() < stride {
+                local.resize(stride, 0.0);
+            }
+            local.as_mut_ptr()
+        };
+        // SAFETY: slot layout m | l | acc.
+        let (m, lsum, acc) = unsafe { (dst, dst.add(grp), dst.add(2 * grp)) };
+        let dims = &dm as *const AttnDims;
+        let (q, k, v, scratch) = (
+            qp.get() as *const T,
+            kp.get() as *const T,
+            vp.get() as *const T,
+            scratch.as_mut_ptr(),
+        );
+        // SAFETY: buffers sized above; indices within the validated shapes.
+        unsafe {
+            multiversion!(item_body, [T: Elem], (dims: *const AttnDims, q: *const T, k: *const T, v: *const T, g: usize, i: usize, j0: usize, j1: usize, scratch: *mut f32, m: *mut f32, lsum: *mut f32, acc: *mut f32))
+        };
+        if chunks == 1 {
+            for hh in 0..grp {
+                // SAFETY: row (i, g*grp+hh) of out belongs to this item only.
+                unsafe {
+                    let o = op.get().add((i * dm.h + g * grp + hh) * dm.dv);
+                    let inv = 1.0 / *lsum.add(hh);
+                    for t in 0..dm.dv {
+                        *o.add(t) = T::from_f32(*acc.add(hh * dm.dv + t) * inv);
+                    }
+                }
+            }
+        }
+    };
+    let cost = dm.s * (dm.d + dm.dv) * grp * 4;
+    let pairs = dm.l * chunks;
+    let all_heads = |p: usize, s: &mut Vec<f32>, l: &mut Vec<f32>| {
+        let (i, c) = (p / chunks, p % chunks);
+        for g in 0..dm.hk {
+            work((g * dm.l + i) * chunks + c, s, l);
+        }
+    };
+    if pairs == 1 || t <= 1 || items * cost < 256 * 1024 {
+        let (mut s, mut l) = (Vec::new(), Vec::new());
+        for p in 0..pairs {
+            all_heads(p, &mut s, &mut l);
+        }
+    } else {
+        (0..pairs)
+            .into_par_iter()
+            .for_each_init(|| (Vec::new(), Vec::new()), |(s, l), p| all_heads(p, s, l));
+    }
+    if chunks > 1 {
+        for row in 0..rows {
+            let (g, i) = (row / dm.l, row % dm.l);
+            for hh in 0..grp {
+                let slot = |c: usize| &partial[(row * chunks + c) * stride..][..stride];
+                let mx = (0..chunks)
+                    .map(|c| slot(c)[hh])
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let mut den = 0.0f32;
+                let mut acc = vec![0f32; dm.dv];
+                for c in 0..chunks {
+                    let sl = slot(c);
+                    if sl[grp + hh] == 0.0 {
+                        continue;
+                    }
+                    let w = (sl[hh] - mx).exp();
+                    den += w * sl[grp + hh];
+                    let a = &sl[2 * grp + hh * dm.dv..][..dm.dv];
+                    for (o, x) in acc.iter_mut().zip(a) {
+                        *o += w * x;
+                    }
+                }
+                // SAFETY: row (i, g*grp+hh) of out.
+                unsafe {
+                    let o = out.add((i * dm.h + g * grp + hh) * dm.dv);
+                    for (t, x) in acc.iter().enumerate() {
+                        *o.add(t) = T::from_f32(x / den);
+                    }
+                }
+            }
+        }
+    }
+}
+
+macro_rules! named {
+    ($($name:ident = $t:ty;)*) => {$(
+        /// See `self_attention`.
+        ///
+        /// # Safety
+        /// As `self_attention`.
+        pub unsafe fn $name(out: *mut $t, q: *const $t, k: *const $t, v: *const $t, dm: AttnDims) {
+            // SAFETY: forwarded.
+            unsafe { self_attention::<$t>(out, q, k, v, dm) }
+        }
+    )*};
+}
+
+named! {
+    self_attention_f32 = f32;
+    self_attention_f16 = f16;
+    self_attention_bf16 = bf16;
+}

@@ -1,0 +1,302 @@
+//! Matrix-vector product for `linear` with one input row (decoding): `y[n] = x . W[n, :] + b[n]`
+//! with W stored `[N, K]` row-major. Memory-bound, so W is streamed once in its own dtype (bf16 and
+//! f16 widened in registers), four rows at a time against one f32 copy of x, rows threaded.
+
+use half::{bf16, f16};
+
+use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::{par_ranges, SendPtr};
+
+/// Rows `0..rows` of W starting at `w`, output `y[0..rows]`.
+#[inline(always)]
+unsafe fn gemv_body<S: Simd, T: Elem>(
+    s: S,
+    y: *mut T,
+    x: *const f32,
+    w: *const T,
+    ws: isize,
+    bias: *const T,
+    rows: usize,
+    k: usize,
+) {
+    let l = S::LANES;
+    let kv = k / (2 * l) * (2 * l);
+    let mut r = 0;
+    // SAFETY: rows x k elements of W at stride ws, k of x, rows of y and bias (if non-NULL).
+    unsafe {
+        let finish = |r: usize, v: f32| {
+            let b = if bias.is_null() {
+                0.0
+            } else {
+                (*bias.add(r)).to_f32()
+            };
+            *y.add(r) = T::from_f32(v + b);
+        };
+        let tail = |row: *const T| {
+            let mut t = 0.0f32;
+            for i in kv..k {
+                t += *x.add(i) * (*row.add(i)).to_f32();
+            }
+            t
+        };
+        while r + 4 <= rows {
+            let w0 = w.offset(r as isize * ws);
+            let w1 = w0.offset(ws);
+            let w2 = w1.offset(ws);
+            let w3 = w2.offset(ws);
+            let z = s.splat(0.0);
+            let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+            let (mut b0, mut b1, mut b2, mut b3) = (z, z, z, z);
+            let mut i = 0;
+            while i < kv {
+                let xa = s.load(x.add(i));
+                let xb = s.load(x.add(i + l));
+                a0 = s.fma(T::load(s, w0.add(i)), xa, a0);
+                a1 = s.fma(T::load(s, w1.add(i)), xa, a1);
+                a2 = s.fma(T::load(s, w2.add(i)), xa, a2);
+                a3 = s.fma(T::load(s, w3.add(i)), xa, a3);
+                b0 = s.fma(T::load(s, w0.add(i + l)), xb, b0);
+                b1 = s.fma(T::load(s, w1.add(i + l)), xb, b1);
+                b2 = s.fma(T::load(s, w2.add(i + l)), xb, b2);
+                b3 = s.fma(T::load(s, w3.add(i + l)), xb, b3);
+                i += 2 * l;
+            }
+            finish(r, s.reduce_sum(s.add(a0, b0)) + tail(w0));
+            finish(r + 1, s.reduce_sum(s.add(a1, b1)) + tail(w1));
+            finish(r + 2, s.reduce_sum(s.add(a2, b2)) + tail(w2));
+            finish(r + 3, s.reduce_sum(s.add(a3, b3)) + tail(w3));
+            r += 4;
+        }
+        while r < rows {
+            let w0 = w.offset(r as isize * ws);
+            let mut a0 = s.splat(0.0);
+            let mut b0 = s.splat(0.0);
+            let mut i = 0;
+            while i < kv {
+                a0 = s.fma(T::load(s, w0.add(i)), s.load(x.add(i)), a0);
+                b0 = s.fma(T::load(s, w0.add(i + l)), s.load(x.add(i + l)), b0);
+                i += 2 * l;
+            }
+            finish(r, s.reduce_sum(s.add(a0, b0)) + tail(w0));
+            r += 1;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn widen_body<S: Simd, T: Elem>(s: S, dst: *mut f32, src: *const T, n: usize) {
+    let l = S::LANES;
+    let mut i = 0;
+    // SAFETY: n elements each.
+    unsafe {
+        while i + l <= n {
+            s.store(dst.add(i), T::load(s, src.add(i)));
+            i += l;
+        }
+        while i < n {
+            *dst.add(i) = T::load(Scalar, src.add(i));
+            i += 1;
+        }
+    }
+}
+
+/// Widens `n` contiguous elements to f32.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `n` elements, not overlapping.
+pub unsafe fn widen<T: Elem>(dst: *mut f32, src: *const T, n: usize) {
+    // SAFETY: forwarded.
+    unsafe { multiversion!(widen_body, [T: Elem], (dst: *mut f32, src: *const T, n: usize)) }
+}
+
+/// `y[n] = sum_k x[k] W[n, k] + bias[n]` (bias may be NULL); `x_f32` is x widened to f32.
+///
+/// # Safety
+/// W has `n` rows of `k` elements at row stride `ws`; y has n elements and does not overlap the
+/// inputs.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemv<T: Elem>(
+    y: *mut T,
+    x_f32: &[f32],
+    w: *const T,
+    ws: isize,
+    bias: *const T,
+    n: usize,
+    k: usize,
+) {
+    let (yp, wp, bp) = (
+        SendPtr(y),
+        SendPtr::from_const(w),
+        SendPtr::from_const(bias),
+    );
+    let xp = SendPtr::from_const(x_f32.as_ptr());
+    par_ranges(n, k * std::mem::size_of::<T>(), 64, |range| {
+        // SAFETY: rows `range` of W, y and bias.
+        unsafe {
+            let y = yp.get().add(range.start);
+            let w = (wp.get() as *const T).offset(range.start as isize * ws);
+            let bias = if bp.get().is_null() {
+                std::ptr::null()
+            } else {
+                bp.get().add(range.start) as *const T
+            };
+            let x = xp.get() as *const f32;
+            let rows = range.len();
+            multiversion!(gemv_body, [T: Elem], (y: *mut T, x: *const f32, w: *const T, ws: isize, bias: *const T, rows: usize, k: usize))
+        }
+    });
+}
+
+macro_rules! named {
+    ($($name:ident = $t:ty;)*) => {$(
+        /// See `gemv`.
+        ///
+        /// # Safety
+        /// As `gemv`.
+        pub unsafe fn $name(y: *mut $t, x_f32: &[f32], w: *const $t, ws: isize, bias: *const $t,
+                            n: usize, k: usize) {
+            // SAFETY: forwarded.
+            unsafe { gemv::<$t>(y, x_f32, w, ws, bias, n, k) }
+        }
+    )*};
+}
+
+named! {
+    gemv_f32 = f32;
+    gemv_f16 = f16;
+    gemv_bf16 = bf16;
+}
+
+/// Whether the AVX-512 BF16 dot-product GEMV can run (AVX-512 level selected and the CPU has
+/// `avx512_bf16`).
+pub fn bf16_dot_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static HAS: OnceLock<bool> = OnceLock::new();
+        super::simd::level() == super::simd::Level::Avx512
+            && *HAS.get_or_init(|| is_x86_feature_detected!("avx512bf16"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// bf16 GEMV with `vdpbf16ps`: pairs of bf16 products (exact in f32) accumulated in f32, 32
+/// weights per instruction, x used as stored (bf16, so nothing is rounded that was not
+/// already). Versus widening each weight (load, zero-extend, shift, FMA per 16) it needs a
+/// third of the instructions, which is what kept the widening kernel from streaming at
+/// memory speed (performance log).
+///
+/// # Safety
+/// `bf16_dot_available()`; as `gemv` otherwise (x contiguous, `k` elements).
+pub unsafe fn gemv_bf16_dot(
+    y: *mut bf16,
+    x: *const bf16,
+    w: *const bf16,
+    ws: isize,
+    bias: *const bf16,
+    n: usize,
+    k: usize,
+) {
+    let (yp, wp, bp, xp) = (
+        SendPtr(y),
+        SendPtr::from_const(w),
+        SendPtr::from_const(bias),
+        SendPtr::from_const(x),
+    );
+    par_ranges(n, k * 2, 64, |range| {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: rows `range` of W, y and bias; features per the caller.
+        unsafe {
+            let bias = if bp.get().is_null() {
+                std::ptr::null()
+            } else {
+                bp.get().add(range.start) as *const bf16
+            };
+            gemv_bf16_dot_rows(
+                yp.get().add(range.start),
+                xp.get() as *const bf16,
+                (wp.get() as *const bf16).offset(range.start as isize * ws),
+                ws,
+                bias,
+                range.len(),
+                k,
+            )
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (range, yp, wp, bp, xp);
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn gemv_bf16_dot_rows(
+    y: *mut bf16,
+    x: *const bf16,
+    w: *const bf16,
+    ws: isize,
+    bias: *const bf16,
+    rows: usize,
+    k: usize,
+) {
+    use std::arch::x86_64::{
+        __m512, __m512bh, __mmask32, _mm512_add_ps, _mm512_dpbf16_ps, _mm512_loadu_si512,
+        _mm512_maskz_loadu_epi16, _mm512_reduce_add_ps, _mm512_setzero_ps,
+    };
+    let kv = k / 32 * 32;
+    let rem = k - kv;
+    let tail: __mmask32 = if rem == 0 {
+        0
+    } else {
+        (1u64 << rem) as u32 - 1
+    };
+    // SAFETY: rows x k elements of W at stride ws, k of x, rows of y and bias (caller).
+    unsafe {
+        let ld =
+            |p: *const bf16| -> __m512bh { std::mem::transmute(_mm512_loadu_si512(p as *const _)) };
+        let ldm = |p: *const bf16| -> __m512bh {
+            std::mem::transmute(_mm512_maskz_loadu_epi16(tail, p as *const i16))
+        };
+        let finish = |r: usize, acc: __m512| {
+            let b = if bias.is_null() {
+                0.0
+            } else {
+                (*bias.add(r)).to_f32()
+            };
+            *y.add(r) = bf16::from_f32(_mm512_reduce_add_ps(acc) + b);
+        };
+        let mut r = 0;
+        while r < rows {
+            let nr = (rows - r).min(4);
+            let wr: [*const bf16; 4] =
+                std::array::from_fn(|t| w.offset((r + t.min(nr - 1)) as isize * ws));
+            let z = _mm512_setzero_ps();
+            let (mut a, mut b) = ([z; 4], [z; 4]);
+            let mut i = 0;
+            while i + 64 <= kv {
+                let (xa, xb) = (ld(x.add(i)), ld(x.add(i + 32)));
+                for t in 0..4 {
+                    a[t] = _mm512_dpbf16_ps(a[t], ld(wr[t].add(i)), xa);
+                    b[t] = _mm512_dpbf16_ps(b[t], ld(wr[t].add(i + 32)), xb);
+                }
+                i += 64;
+            }
+            if i < kv {
+                let xa = ld(x.add(i));
+                for t in 0..4 {
+                    a[t] = _mm512_dpbf16_ps(a[t], ld(wr[t].add(i)), xa);
+                }
+            }
+            if rem > 0 {
+                let xa = ldm(x.add(kv));
+                for t in 0..4 {
+                    b[t] = _mm512_dpbf16_ps(b[t], ldm(wr[t].add(kv)), xa);
+                }
+            }
+            for t in 0..nr {
+                finish(r + t, _mm512_add_ps(a[t], b[t]));
+            }
+            r += nr;
+        }
+    }
+}

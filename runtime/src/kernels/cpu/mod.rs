@@ -1,0 +1,189 @@
+//! CPU kernels: SIMD abstraction (`simd`), the rayon work splitting shared by every kernel, and
+//! one file per operator family.
+//!
+//! Conventions: pointers are raw (outputs may alias inputs exactly, as in `add(a, a, b)`), f16
+//! and bf16 are widened to f32 on load and rounded once on store, and work below about 64 KiB
+//! runs on the calling thread (waking the pool costs microseconds).
+
+pub mod attention;
+pub mod elementwise;
+pub mod gemm;
+pub mod gemv;
+pub mod misc;
+pub mod norm;
+pub mod rope;
+pub mod sgemm_nt;
+pub mod simd;
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+/// A raw pointer that may cross to the worker threads: the kernels split the memory it
+/// addresses into disjoint ranges (or only read it).
+#[derive(Clone, Copy, Debug)]
+pub struct SendPtr<T>(pub *mut T);
+
+// SAFETY: see the type's doc; every user partitions writes between threads.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// Wraps a const pointer.
+    #[inline(always)]
+    pub fn from_const(p: *const T) -> Self {
+        SendPtr(p as *mut T)
+    }
+    /// The pointer, for reading.
+    #[inline(always)]
+    pub fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// Threads in the pool.
+#[inline]
+pub fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// Calls `f` on disjoint ranges covering `0..n`, in parallel when `n * cost` (bytes or a
+/// comparable unit) is worth it; each range holds at least `min_items` items where possible.
+pub fn par_ranges(n: usize, cost: usize, min_items: usize, f: impl Fn(Range<usize>) + Sync) {
+    const SERIAL_BELOW: usize = 64 * 1024;
+    let t = threads();
+    if n == 0 {
+        return;
+    }
+    if t <= 1 || n.saturating_mul(cost) < SERIAL_BELOW || n <= min_items.max(1) {
+        f(0..n);
+        return;
+    }
+    let chunks = n.div_ceil(min_items.max(1)).min(t * 4).max(1);
+    if chunks == 1 {
+        f(0..n);
+        return;
+    }
+    let per = n.div_ceil(chunks);
+    (0..chunks).into_par_iter().for_each(|c| {
+        let start = c * per;
+        let end = ((c + 1) * per).min(n);
+        if start < end {
+            f(start..end);
+        }
+    });
+}
+
+/// A collapsed strided layout of `K` tensors of one shape: size-1 dimensions dropped and
+/// dimensions merged where every tensor's strides allow (strides in elements).
+pub struct Strided<const K: usize> {
+    pub shape: Vec<usize>,
+    pub strides: [Vec<isize>; K],
+}
+
+impl<const K: usize> Strided<K> {
+    /// Collapses `shape` with each tensor's `strides`.
+    pub fn new(shape: &[i64], strides: [&[i64]; K]) -> Self {
+        let mut dims: Vec<(usize, [isize; K])> = Vec::new();
+        for (d, &n) in shape.iter().enumerate() {
+            if n == 1 {
+                continue;
+            }
+            let s: [isize; K] = std::array::from_fn(|k| strides[k][d] as isize);
+            if let Some(last) = dims.last_mut() {
+                // Merge the previous (outer) dim into this one if it steps by exactly n rows.
+                if (0..K).all(|k| last.1[k] == s[k] * n as isize) {
+                    last.0 *= n as usize;
+                    last.1 = s;
+                    continue;
+                }
+            }
+            dims.push((n as usize, s));
+        }
+        if dims.is_empty() {
+            dims.push((1, [1; K]));
+        }
+        Strided {
+            shape: dims.iter().map(|d| d.0).collect(),
+            strides: std::array::from_fn(|k| dims.iter().map(|d| d.1[k]).collect()),
+        }
+    }
+
+    /// Number of rows (product of all but the innermost dimension).
+    pub fn rows(&self) -> usize {
+        self.shape[..self.shape.len() - 1].iter().product()
+    }
+
+    /// Innermost length.
+    pub fn inner(&self) -> usize {
+        *self.shape.last().unwrap()
+    }
+
+    /// Innermost stride of tensor `k`.
+    pub fn inner_stride(&self, k: usize) -> isize {
+        *self.strides[k].last().unwrap()
+    }
+
+    /// Element offsets of row `r` for every tensor.
+    #[inline]
+    pub fn row_offsets(&self, mut r: usize) -> [isize; K] {
+        let mut off = [0isize; K];
+        for d in (0..self.shape.len() - 1).rev() {
+            let n = self.shape[d];
+            let i = r % n;
+            r /= n;
+            for (k, o) in off.iter_mut().enumerate() {
+                *o += i as isize * self.strides[k][d];
+            }
+        }
+        off
+    }
+}
+
+/// exp and sin/cos over slices at the level in use (unit tests of the SIMD math).
+///
+/// # Safety
+/// All slices must have the same length.
+#[cfg(test)]
+pub(crate) unsafe fn math_for_tests(x: &[f32], e: &mut [f32], s: &mut [f32], c: &mut [f32]) {
+    use simd::{multiversion, Scalar, Simd};
+    #[inline(always)]
+    unsafe fn body<S: Simd>(sm: S, x: *const f32, e: *mut f32, s: *mut f32, c: *mut f32, n: usize) {
+        let mut i = 0;
+        // SAFETY: in bounds (n elements each).
+        unsafe {
+            while i + S::LANES <= n {
+                let v = sm.load(x.add(i));
+                sm.store(e.add(i), sm.exp(v));
+                let (sv, cv) = sm.sin_cos(sm.mul(v, sm.splat(25.0)));
+                sm.store(s.add(i), sv);
+                sm.store(c.add(i), cv);
+                i += S::LANES;
+            }
+            while i < n {
+                let v = Scalar.load(x.add(i));
+                Scalar.store(e.add(i), Scalar.exp(v));
+                let (sv, cv) = Scalar.sin_cos(v * 25.0);
+                Scalar.store(s.add(i), sv);
+                Scalar.store(c.add(i), cv);
+                i += 1;
+            }
+        }
+    }
+    let (xp, ep, sp, cp, n) = (
+        x.as_ptr(),
+        e.as_mut_ptr(),
+        s.as_mut_ptr(),
+        c.as_mut_ptr(),
+        x.len(),
+    );
+    // SAFETY: lengths per the caller.
+    unsafe {
+        multiversion!(
+            body,
+            [],
+            (xp: *const f32, ep: *mut f32, sp: *mut f32, cp: *mut f32, n: usize)
+        )
+    }
+}

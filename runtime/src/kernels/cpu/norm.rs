@@ -1,0 +1,116 @@
+//! RMS normalisation over the last dimension: `y = w * x / sqrt(mean(x^2) + eps)`, computed in
+//! f32 per row (sum of squares in SIMD lanes), rows threaded; the leading dimensions may have any
+//! strides, the last dimension is unit-stride.
+
+use half::{bf16, f16};
+
+use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::{par_ranges, SendPtr, Strided};
+
+#[inline(always)]
+unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
+    s: S,
+    y: *mut T,
+    x: *const T,
+    w: *const W,
+    d: usize,
+    eps: f32,
+) {
+    let l = S::LANES;
+    // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
+    unsafe {
+        let mut acc0 = s.splat(0.0);
+        let mut acc1 = s.splat(0.0);
+        let mut i = 0;
+        while i + 2 * l <= d {
+            let v0 = T::load(s, x.add(i));
+            let v1 = T::load(s, x.add(i + l));
+            acc0 = s.fma(v0, v0, acc0);
+            acc1 = s.fma(v1, v1, acc1);
+            i += 2 * l;
+        }
+        while i + l <= d {
+            let v = T::load(s, x.add(i));
+            acc0 = s.fma(v, v, acc0);
+            i += l;
+        }
+        let mut ss = s.reduce_sum(s.add(acc0, acc1));
+        while i < d {
+            let v = T::load(Scalar, x.add(i));
+            ss += v * v;
+            i += 1;
+        }
+        let r = 1.0 / (ss / d as f32 + eps).sqrt();
+        let rv = s.splat(r);
+        let mut i = 0;
+        while i + l <= d {
+            let v = s.mul(s.mul(T::load(s, x.add(i)), rv), W::load(s, w.add(i)));
+            T::store(s, y.add(i), v);
+            i += l;
+        }
+        while i < d {
+            let v = T::load(Scalar, x.add(i)) * r * W::load(Scalar, w.add(i));
+            T::store(Scalar, y.add(i), v);
+            i += 1;
+        }
+    }
+}
+
+/// Rows of length `d` indexed by the leading dimensions `rows` (tensor 0 = y, 1 = x; the
+/// innermost dimension of `rows` is the last leading dimension, with its strides).
+///
+/// # Safety
+/// Every row must be valid; `y` equals `x` (same strides) or does not overlap it.
+pub unsafe fn rms_norm<T: Elem, W: Elem>(
+    y: *mut T,
+    x: *const T,
+    w: *const W,
+    rows: &Strided<2>,
+    d: usize,
+    eps: f32,
+) {
+    let (yp, xp, wp) = (SendPtr(y), SendPtr::from_const(x), SendPtr::from_const(w));
+    let (n_inner, ys, xs) = (rows.inner(), rows.inner_stride(0), rows.inner_stride(1));
+    let n = rows.rows() * n_inner;
+    par_ranges(n, d * 2 * std::mem::size_of::<T>(), 4, |range| {
+        for r in range {
+            let off = rows.row_offsets(r / n_inner);
+            let i = (r % n_inner) as isize;
+            // SAFETY: row r is valid (caller).
+            let (y, x, w) = unsafe {
+                (
+                    yp.get().offset(off[0] + i * ys),
+                    xp.get().offset(off[1] + i * xs) as *const T,
+                    wp.get() as *const W,
+                )
+            };
+            // SAFETY: as above.
+            unsafe {
+                multiversion!(row_body, [T: Elem, W: Elem], (y: *mut T, x: *const T, w: *const W, d: usize, eps: f32))
+            }
+        }
+    });
+}
+
+macro_rules! named {
+    ($($name:ident = $t:ty, $w:ty;)*) => {$(
+        /// See `rms_norm`.
+        ///
+        /// # Safety
+        /// As `rms_norm`.
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(y: *mut $t, x: *const $t, w: *const $w, rows: &Strided<2>,
+                            d: usize, eps: f32) {
+            // SAFETY: forwarded.
+            unsafe { rms_norm::<$t, $w>(y, x, w, rows, d, eps) }
+        }
+    )*};
+}
+
+named! {
+    rms_norm_f32 = f32, f32;
+    rms_norm_f16 = f16, f16;
+    rms_norm_bf16 = bf16, bf16;
+    rms_norm_f16_w32 = f16, f32;
+    rms_norm_bf16_w32 = bf16, f32;
+}

@@ -1,0 +1,218 @@
+//! Rotary position embedding, split halves (GPT-NeoX / HF `rotate_half`), following the
+//! reference recipe of spec §2.6 so f32 meets 1e-4: `phi = (pos as f32) / powf(theta, 2j/d)` in
+//! f32 with a true division, then sin/cos of that f32 angle, then `a*cos - b*sin` and
+//! `b*cos + a*sin` in f32. Tokens are threaded; sin/cos are computed once per token and reused
+//! for every head.
+
+use std::cell::RefCell;
+
+use half::{bf16, f16};
+
+use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::{par_ranges, SendPtr};
+
+thread_local! {
+    static DENOMS: RefCell<(u32, usize, Vec<f32>)> = const { RefCell::new((0, 0, Vec::new())) };
+}
+
+/// `powf(theta, 2j/d)` for j in 0..d/2, all in f32 (cached per thread for the last (theta, d)).
+pub fn with_denominators<R>(theta: f32, d: usize, f: impl FnOnce(&[f32]) -> R) -> R {
+    DENOMS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != theta.to_bits() || c.1 != d || c.2.len() != d / 2 {
+            c.2 = (0..d / 2)
+                .map(|j| theta.powf((2 * j) as f32 / d as f32))
+                .collect();
+            c.0 = theta.to_bits();
+            c.1 = d;
+        }
+        f(&c.2)
+    })
+}
+
+/// Angles' sin and cos for one position.
+#[inline(always)]
+unsafe fn sincos_body<S: Simd>(
+    s: S,
+    pos: f32,
+    den: *const f32,
+    sn: *mut f32,
+    cs: *mut f32,
+    h: usize,
+) {
+    let l = S::LANES;
+    let mut j = 0;
+    // SAFETY: h entries in each buffer.
+    unsafe {
+        let p = s.splat(pos);
+        while j + l <= h {
+            let (sv, cv) = s.sin_cos(s.div(p, s.load(den.add(j))));
+            s.store(sn.add(j), sv);
+            s.store(cs.add(j), cv);
+            j += l;
+        }
+        while j < h {
+            let (sv, cv) = Scalar.sin_cos(pos / *den.add(j));
+            *sn.add(j) = sv;
+            *cs.add(j) = cv;
+            j += 1;
+        }
+    }
+}
+
+/// Rotates one head vector of length 2h.
+#[inline(always)]
+unsafe fn rotate_body<S: Simd, T: Elem>(
+    s: S,
+    y: *mut T,
+    x: *const T,
+    sn: *const f32,
+    cs: *const f32,
+    h: usize,
+) {
+    let l = S::LANES;
+    let mut j = 0;
+    // SAFETY: 2h elements per head; y equals x or does not overlap it; a and b are read first.
+    unsafe {
+        while j + l <= h {
+            let a = T::load(s, x.add(j));
+            let b = T::load(s, x.add(h + j));
+            let c = s.load(cs.add(j));
+            let sv = s.load(sn.add(j));
+            let ya = s.sub(s.mul(a, c), s.mul(b, sv));
+            let yb = s.add(s.mul(b, c), s.mul(a, sv));
+            T::store(s, y.add(j), ya);
+            T::store(s, y.add(h + j), yb);
+            j += l;
+        }
+        while j < h {
+            let a = T::load(Scalar, x.add(j));
+            let b = T::load(Scalar, x.add(h + j));
+            let (c, sv) = (*cs.add(j), *sn.add(j));
+            T::store(Scalar, y.add(j), a * c - b * sv);
+            T::store(Scalar, y.add(h + j), b * c + a * sv);
+            j += 1;
+        }
+    }
+}
+
+/// One token: sin/cos of its angles into `sn`/`cs`, then every head rotated (one dispatch per
+/// token rather than per head).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn token_body<S: Simd, T: Elem>(
+    s: S,
+    pos: f32,
+    den: *const f32,
+    sn: *mut f32,
+    cs: *mut f32,
+    h: usize,
+    y: *mut T,
+    ys1: isize,
+    x: *const T,
+    xs1: isize,
+    nhead: usize,
+) {
+    // SAFETY: the caller's layout: nhead heads of 2h elements at the given strides.
+    unsafe {
+        sincos_body(s, pos, den, sn, cs, h);
+        for hd in 0..nhead as isize {
+            rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h);
+        }
+    }
+}
+
+/// Positions as read from an i64 or i32 tensor.
+#[derive(Clone, Copy)]
+pub enum Positions {
+    I64(*const i64),
+    I32(*const i32),
+}
+
+// SAFETY: read-only.
+unsafe impl Send for Positions {}
+// SAFETY: read-only.
+unsafe impl Sync for Positions {}
+
+impl Positions {
+    /// # Safety
+    /// `i` must be in bounds.
+    #[inline]
+    unsafe fn get(self, i: usize) -> f32 {
+        // SAFETY: caller.
+        unsafe {
+            match self {
+                Positions::I64(p) => *p.add(i) as f32,
+                Positions::I32(p) => *p.add(i) as f32,
+            }
+        }
+    }
+}
+
+/// `y[i, h, :] = rope(x[i, h, :], pos[i])` for `seq` tokens of `nhead` heads of size `d`.
+/// Strides are in elements for dims 0 and 1 (the last dim is unit-stride).
+///
+/// # Safety
+/// All addressed elements must be valid; `y` equals `x` (same strides) or does not overlap it.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn rope<T: Elem>(
+    y: *mut T,
+    ys: [isize; 2],
+    x: *const T,
+    xs: [isize; 2],
+    pos: Positions,
+    seq: usize,
+    nhead: usize,
+    d: usize,
+    theta: f32,
+) {
+    let h = d / 2;
+    let (yp, xp) = (SendPtr(y), SendPtr::from_const(x));
+    with_denominators(theta, d, |den| {
+        let denp = SendPtr::from_const(den.as_ptr());
+        par_ranges(seq, nhead * d * 2 * std::mem::size_of::<T>(), 1, |range| {
+            let mut sn = vec![0f32; h];
+            let mut cs = vec![0f32; h];
+            let (snp, csp) = (sn.as_mut_ptr(), cs.as_mut_ptr());
+            for i in range {
+                // SAFETY: i < seq.
+                let p = unsafe { pos.get(i) };
+                let den = denp.get() as *const f32;
+                // SAFETY: token i is inside both tensors.
+                let (y, x) = unsafe {
+                    (
+                        yp.get().offset(i as isize * ys[0]),
+                        xp.get().offset(i as isize * xs[0]) as *const T,
+                    )
+                };
+                let (ys1, xs1) = (ys[1], xs[1]);
+                // SAFETY: h entries in each buffer; nhead heads at the given strides.
+                unsafe {
+                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize))
+                };
+            }
+            drop((sn, cs));
+        });
+    });
+}
+
+macro_rules! named {
+    ($($name:ident = $t:ty;)*) => {$(
+        /// See `rope`.
+        ///
+        /// # Safety
+        /// As `rope`.
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(y: *mut $t, ys: [isize; 2], x: *const $t, xs: [isize; 2],
+                            pos: Positions, seq: usize, nhead: usize, d: usize, theta: f32) {
+            // SAFETY: forwarded.
+            unsafe { rope::<$t>(y, ys, x, xs, pos, seq, nhead, d, theta) }
+        }
+    )*};
+}
+
+named! {
+    rope_f32 = f32;
+    rope_f16 = f16;
+    rope_bf16 = bf16;
+}

@@ -1,0 +1,751 @@
+//! SIMD abstraction for the CPU kernels: one `Simd` trait with an AVX-512, an AVX2+FMA and a
+//! portable one-lane implementation, the element types (`f32`, `f16`, `bf16`) that load into
+//! f32 lanes and store back rounded to nearest even, and run-time feature detection.
+//!
+//! Rationale: kernels are written once, generic over `S: Simd` and `T: Elem`, as
+//! `#[inline(always)]` bodies; `multiversion!` instantiates each body inside a
+//! `#[target_feature]` wrapper per level, so the intrinsics inline into code compiled for that
+//! level (the always-inliner runs before the ordinary inliner), and picks one at run time.
+//! Tails (fewer than `S::LANES` elements) run the same body with `Scalar`.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use half::{bf16, f16};
+
+/// The instruction-set level the kernels run at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Portable code (one lane at a time; LLVM may still vectorise it with SSE2).
+    Scalar = 1,
+    /// AVX2 + FMA + F16C, 8 f32 lanes.
+    Avx2 = 2,
+    /// AVX-512 F/BW/VL/DQ, 16 f32 lanes.
+    Avx512 = 3,
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(0);
+
+fn detect() -> Level {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let forced = std::env::var("ANYFFI_SIMD").ok();
+        let avx512 = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
+        let avx2 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
+        let best = if avx512 {
+            Level::Avx512
+        } else if avx2 {
+            Level::Avx2
+        } else {
+            Level::Scalar
+        };
+        match forced.as_deref() {
+            Some("scalar") => Level::Scalar,
+            Some("avx2") if avx2 => Level::Avx2,
+            _ => best,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Level::Scalar
+    }
+}
+
+/// The level in use: the best the CPU supports, lowered by `ANYFFI_SIMD=avx2|scalar`.
+#[inline]
+pub fn level() -> Level {
+    match LEVEL.load(Ordering::Relaxed) {
+        1 => Level::Scalar,
+        2 => Level::Avx2,
+        3 => Level::Avx512,
+        _ => {
+            let l = detect();
+            LEVEL.store(l as u8, Ordering::Relaxed);
+            l
+        }
+    }
+}
+
+/// Forces a level (tests use it to run every path); a level the CPU lacks falls back to the best
+/// one it has. Returns the level now in use.
+pub fn force_level(want: Level) -> Level {
+    LEVEL.store(0, Ordering::Relaxed);
+    let best = detect();
+    let l = if (want as u8) <= (best as u8) {
+        want
+    } else {
+        best
+    };
+    LEVEL.store(l as u8, Ordering::Relaxed);
+    l
+}
+
+/// A vector of f32 lanes and the operations the kernels need.
+///
+/// # Safety
+/// Implementations may only be instantiated (a value of the type created) once the CPU is known
+/// to support their instructions, so the arithmetic methods are safe; the loads and stores are
+/// `unsafe` because they access raw pointers.
+pub unsafe trait Simd: Copy + Send + Sync + 'static {
+    const LANES: usize;
+    type V: Copy;
+
+    fn splat(self, x: f32) -> Self::V;
+    unsafe fn load(self, p: *const f32) -> Self::V;
+    unsafe fn store(self, p: *mut f32, v: Self::V);
+    unsafe fn load_bf16(self, p: *const u16) -> Self::V;
+    unsafe fn store_bf16(self, p: *mut u16, v: Self::V);
+    unsafe fn load_f16(self, p: *const u16) -> Self::V;
+    unsafe fn store_f16(self, p: *mut u16, v: Self::V);
+    fn add(self, a: Self::V, b: Self::V) -> Self::V;
+    fn sub(self, a: Self::V, b: Self::V) -> Self::V;
+    fn mul(self, a: Self::V, b: Self::V) -> Self::V;
+    fn div(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `a * b + c` (fused where the level has FMA).
+    fn fma(self, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    fn max(self, a: Self::V, b: Self::V) -> Self::V;
+    fn min(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Round to nearest, ties to even.
+    fn round(self, a: Self::V) -> Self::V;
+    fn floor(self, a: Self::V) -> Self::V;
+    /// `1 / a` to about 1 ulp (hardware estimate refined by one Newton step; exact division
+    /// in `Scalar`), for `a >= 1`.
+    fn recip(self, a: Self::V) -> Self::V;
+    /// `2^n` for integer-valued `n` in [-126, 127].
+    fn pow2i(self, n: Self::V) -> Self::V;
+    fn reduce_sum(self, v: Self::V) -> f32;
+    fn reduce_max(self, v: Self::V) -> f32;
+
+    /// Lane `t` of the result is the sum of the lanes of `v[t]` (`v.len() == LANES`).
+    #[inline(always)]
+    fn reduce_lanes(self, v: &[Self::V]) -> Self::V {
+        let mut sums = [0f32; 16];
+        for (t, x) in v.iter().enumerate().take(Self::LANES) {
+            sums[t] = self.reduce_sum(*x);
+        }
+        // SAFETY: at least LANES readable floats.
+        unsafe { self.load(sums.as_ptr()) }
+    }
+
+    /// e^x, relative error about 2 ulp (Cephes `expf` polynomial); the input is clamped to
+    /// [-87, 88], so e^-inf gives about 1.6e-38 instead of 0.
+    #[inline(always)]
+    fn exp(self, x: Self::V) -> Self::V {
+        let x = self.min(self.max(x, self.splat(-87.0)), self.splat(88.0));
+        let n = self.round(self.mul(x, self.splat(std::f32::consts::LOG2_E)));
+        let r = self.fma(n, self.splat(-0.693_359_4), x);
+        let r = self.fma(n, self.splat(2.121_944_4e-4), r);
+        let mut p = self.splat(1.987_569_1e-4);
+        p = self.fma(p, r, self.splat(1.398_199_9e-3));
+        p = self.fma(p, r, self.splat(8.333_452e-3));
+        p = self.fma(p, r, self.splat(4.166_579_6e-2));
+        p = self.fma(p, r, self.splat(1.666_666_5e-1));
+        p = self.fma(p, r, self.splat(5.000_000_1e-1));
+        let r2 = self.mul(r, r);
+        let y = self.add(self.fma(p, r2, r), self.splat(1.0));
+        self.mul(y, self.pow2i(n))
+    }
+
+    /// (sin x, cos x) for f32 `x` with |x| up to about 1e6: Cody-Waite reduction by pi/2 in two
+    /// FMA steps (absolute error about 1e-7), Cephes `sinf`/`cosf` polynomials, quadrant by
+    /// arithmetic selection (no masks, so every level shares this code).
+    #[inline(always)]
+    fn sin_cos(self, x: Self::V) -> (Self::V, Self::V) {
+        let k = self.round(self.mul(x, self.splat(std::f32::consts::FRAC_2_PI)));
+        let r = self.fma(k, self.splat(-1.570_796_4), x);
+        let r = self.fma(k, self.splat(4.371_139e-8), r);
+        let z = self.mul(r, r);
+        let mut ps = self.splat(-1.951_529_6e-4);
+        ps = self.fma(ps, z, self.splat(8.332_161e-3));
+        ps = self.fma(ps, z, self.splat(-1.666_665_5e-1));
+        let s = self.fma(self.mul(ps, z), r, r);
+        let mut pc = self.splat(2.443_315_7e-5);
+        pc = self.fma(pc, z, self.splat(-1.388_731_6e-3));
+        pc = self.fma(pc, z, self.splat(4.166_664_6e-2));
+        let c = self.add(
+            self.fma(self.mul(pc, z), z, self.mul(z, self.splat(-0.5))),
+            self.splat(1.0),
+        );
+        // quadrant q = k mod 4 = 2*hi + odd
+        let q = self.sub(
+            k,
+            self.mul(self.floor(self.mul(k, self.splat(0.25))), self.splat(4.0)),
+        );
+        let hi = self.floor(self.mul(q, self.splat(0.5)));
+        let odd = self.sub(q, self.add(hi, hi));
+        let even = self.sub(self.splat(1.0), odd);
+        let sign = self.sub(self.splat(1.0), self.add(hi, hi));
+        let sin = self.mul(self.fma(s, even, self.mul(c, odd)), sign);
+        let cos = self.mul(self.sub(self.mul(c, even), self.mul(s, odd)), sign);
+        (sin, cos)
+    }
+}
+
+/// One lane at a time, portable.
+#[derive(Clone, Copy, Debug)]
+pub struct Scalar;
+
+// SAFETY: plain Rust arithmetic; only the pointer accesses need the caller's guarantees.
+unsafe impl Simd for Scalar {
+    const LANES: usize = 1;
+    type V = f32;
+
+    #[inline(always)]
+    fn splat(self, x: f32) -> f32 {
+        x
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> f32 {
+        // SAFETY: the caller passes a readable pointer.
+        unsafe { p.read_unaligned() }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: f32) {
+        // SAFETY: the caller passes a writable pointer.
+        unsafe { p.write_unaligned(v) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(self, p: *const u16) -> f32 {
+        // SAFETY: as above.
+        bf16::from_bits(unsafe { p.read_unaligned() }).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn store_bf16(self, p: *mut u16, v: f32) {
+        // SAFETY: as above.
+        unsafe { p.write_unaligned(bf16::from_f32(v).to_bits()) }
+    }
+    #[inline(always)]
+    unsafe fn load_f16(self, p: *const u16) -> f32 {
+        // SAFETY: as above.
+        f16::from_bits(unsafe { p.read_unaligned() }).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn store_f16(self, p: *mut u16, v: f32) {
+        // SAFETY: as above.
+        unsafe { p.write_unaligned(f16::from_f32(v).to_bits()) }
+    }
+    #[inline(always)]
+    fn add(self, a: f32, b: f32) -> f32 {
+        a + b
+    }
+    #[inline(always)]
+    fn sub(self, a: f32, b: f32) -> f32 {
+        a - b
+    }
+    #[inline(always)]
+    fn mul(self, a: f32, b: f32) -> f32 {
+        a * b
+    }
+    #[inline(always)]
+    fn div(self, a: f32, b: f32) -> f32 {
+        a / b
+    }
+    #[inline(always)]
+    fn fma(self, a: f32, b: f32, c: f32) -> f32 {
+        // Not fused: `mul_add` without hardware FMA is a slow libm call.
+        a * b + c
+    }
+    #[inline(always)]
+    fn max(self, a: f32, b: f32) -> f32 {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    fn min(self, a: f32, b: f32) -> f32 {
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    fn round(self, a: f32) -> f32 {
+        a.round_ties_even()
+    }
+    #[inline(always)]
+    fn floor(self, a: f32) -> f32 {
+        a.floor()
+    }
+    #[inline(always)]
+    fn recip(self, a: f32) -> f32 {
+        1.0 / a
+    }
+    #[inline(always)]
+    fn pow2i(self, n: f32) -> f32 {
+        f32::from_bits(((n as i32 + 127) as u32) << 23)
+    }
+    #[inline(always)]
+    fn reduce_sum(self, v: f32) -> f32 {
+        v
+    }
+    #[inline(always)]
+    fn reduce_max(self, v: f32) -> f32 {
+        v
+    }
+    #[inline(always)]
+    fn sin_cos(self, x: f32) -> (f32, f32) {
+        // Without FMA the two-step reduction loses accuracy: do it in f64 (the argument is the
+        // f32 angle, exactly representable).
+        let (s, c) = (x as f64).sin_cos();
+        (s as f32, c as f32)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use x86::{Avx2, Avx512};
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Simd;
+    use std::arch::x86_64::*;
+
+    /// AVX2 + FMA + F16C: 8 lanes.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Avx2(());
+
+    impl Avx2 {
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
+        pub unsafe fn new_unchecked() -> Self {
+            Avx2(())
+        }
+    }
+
+    /// AVX-512 F/BW/VL/DQ + FMA + F16C: 16 lanes.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Avx512(());
+
+    impl Avx512 {
+        /// # Safety
+        /// The CPU must support AVX-512 F/BW/VL/DQ, FMA and F16C.
+        pub unsafe fn new_unchecked() -> Self {
+            Avx512(())
+        }
+    }
+
+    const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+    // SAFETY: a value exists only after detection (see `new_unchecked`); each method is one or a
+    // few intrinsics of those features on unaligned pointers the caller vouches for.
+    unsafe impl Simd for Avx2 {
+        const LANES: usize = 8;
+        type V = __m256;
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> __m256 {
+            // SAFETY: AVX is present (type invariant).
+            unsafe { _mm256_set1_ps(x) }
+        }
+        #[inline(always)]
+        unsafe fn load(self, p: *const f32) -> __m256 {
+            // SAFETY: 8 readable floats (caller).
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32, v: __m256) {
+            // SAFETY: 8 writable floats (caller).
+            unsafe { _mm256_storeu_ps(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(self, p: *const u16) -> __m256 {
+            // SAFETY: 8 readable u16 (caller); AVX2 present.
+            unsafe {
+                let h = _mm_loadu_si128(p as *const __m128i);
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_bf16(self, p: *mut u16, v: __m256) {
+            // SAFETY: 8 writable u16 (caller); AVX2 present.
+            unsafe {
+                let b = _mm256_castps_si256(v);
+                let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(b), _mm256_set1_epi32(1));
+                let r = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb);
+                let r = _mm256_srli_epi32::<16>(r);
+                let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+                let r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+                let packed =
+                    _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
+                _mm_storeu_si128(p as *mut __m128i, packed)
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_f16(self, p: *const u16) -> __m256 {
+            // SAFETY: 8 readable u16 (caller); F16C present.
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+        }
+        #[inline(always)]
+        unsafe fn store_f16(self, p: *mut u16, v: __m256) {
+            // SAFETY: 8 writable u16 (caller); F16C present.
+            unsafe {
+                _mm_storeu_si128(
+                    p as *mut __m128i,
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
+                )
+            }
+        }
+        #[inline(always)]
+        fn add(self, a: __m256, b: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_add_ps(a, b) }
+        }
+        #[inline(always)]
+        fn sub(self, a: __m256, b: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_sub_ps(a, b) }
+        }
+        #[inline(always)]
+        fn mul(self, a: __m256, b: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_mul_ps(a, b) }
+        }
+        #[inline(always)]
+        fn div(self, a: __m256, b: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_div_ps(a, b) }
+        }
+        #[inline(always)]
+        fn fma(self, a: __m256, b: __m256, c: __m256) -> __m256 {
+            // SAFETY: FMA present.
+            unsafe { _mm256_fmadd_ps(a, b, c) }
+        }
+        #[inline(always)]
+        fn max(self, a: __m256, b: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_max_ps(a, b) }
+        }
+        #[inline(always)]
+        fn min(self, a: __m256, b: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_min_ps(a, b) }
+        }
+        #[inline(always)]
+        fn round(self, a: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_round_ps::<RNE>(a) }
+        }
+        #[inline(always)]
+        fn floor(self, a: __m256) -> __m256 {
+            // SAFETY: AVX present.
+            unsafe { _mm256_floor_ps(a) }
+        }
+        #[inline(always)]
+        fn recip(self, a: __m256) -> __m256 {
+            // SAFETY: AVX/FMA present. One Newton step: r (2 - a r).
+            unsafe {
+                let r = _mm256_rcp_ps(a);
+                _mm256_mul_ps(r, _mm256_fnmadd_ps(a, r, _mm256_set1_ps(2.0)))
+            }
+        }
+        #[inline(always)]
+        fn pow2i(self, n: __m256) -> __m256 {
+            // SAFETY: AVX2 present.
+            unsafe {
+                let i = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+                _mm256_castsi256_ps(_mm256_slli_epi32::<23>(i))
+            }
+        }
+        #[inline(always)]
+        fn reduce_sum(self, v: __m256) -> f32 {
+            // SAFETY: AVX present.
+            unsafe {
+                let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+                let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+                let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+                _mm_cvtss_f32(s)
+            }
+        }
+        #[inline(always)]
+        fn reduce_max(self, v: __m256) -> f32 {
+            // SAFETY: AVX present.
+            unsafe {
+                let s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+                let s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+                let s = _mm_max_ss(s, _mm_movehdup_ps(s));
+                _mm_cvtss_f32(s)
+            }
+        }
+    }
+
+    // SAFETY: as for Avx2, with the AVX-512 features.
+    unsafe impl Simd for Avx512 {
+        const LANES: usize = 16;
+        type V = __m512;
+
+        #[inline(always)]
+        fn splat(self, x: f32) -> __m512 {
+            // SAFETY: AVX-512F present (type invariant).
+            unsafe { _mm512_set1_ps(x) }
+        }
+        #[inline(always)]
+        unsafe fn load(self, p: *const f32) -> __m512 {
+            // SAFETY: 16 readable floats (caller).
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32, v: __m512) {
+            // SAFETY: 16 writable floats (caller).
+            unsafe { _mm512_storeu_ps(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(self, p: *const u16) -> __m512 {
+            // SAFETY: 16 readable u16 (caller).
+            unsafe {
+                let h = _mm256_loadu_si256(p as *const __m256i);
+                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_bf16(self, p: *mut u16, v: __m512) {
+            // SAFETY: 16 writable u16 (caller).
+            unsafe {
+                let b = _mm512_castps_si512(v);
+                let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+                let r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb);
+                let r = _mm512_srli_epi32::<16>(r);
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                let r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
+                _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtepi32_epi16(r))
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_f16(self, p: *const u16) -> __m512 {
+            // SAFETY: 16 readable u16 (caller).
+            unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+        }
+        #[inline(always)]
+        unsafe fn store_f16(self, p: *mut u16, v: __m512) {
+            // SAFETY: 16 writable u16 (caller).
+            unsafe { _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtps_ph::<RNE>(v)) }
+        }
+        #[inline(always)]
+        fn add(self, a: __m512, b: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_add_ps(a, b) }
+        }
+        #[inline(always)]
+        fn sub(self, a: __m512, b: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_sub_ps(a, b) }
+        }
+        #[inline(always)]
+        fn mul(self, a: __m512, b: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_mul_ps(a, b) }
+        }
+        #[inline(always)]
+        fn div(self, a: __m512, b: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_div_ps(a, b) }
+        }
+        #[inline(always)]
+        fn fma(self, a: __m512, b: __m512, c: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_fmadd_ps(a, b, c) }
+        }
+        #[inline(always)]
+        fn max(self, a: __m512, b: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_max_ps(a, b) }
+        }
+        #[inline(always)]
+        fn min(self, a: __m512, b: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_min_ps(a, b) }
+        }
+        #[inline(always)]
+        fn round(self, a: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_roundscale_ps::<RNE>(a) }
+        }
+        #[inline(always)]
+        fn floor(self, a: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(a) }
+        }
+        #[inline(always)]
+        fn recip(self, a: __m512) -> __m512 {
+            // SAFETY: AVX-512F present. One Newton step: r (2 - a r).
+            unsafe {
+                let r = _mm512_rcp14_ps(a);
+                _mm512_mul_ps(r, _mm512_fnmadd_ps(a, r, _mm512_set1_ps(2.0)))
+            }
+        }
+        #[inline(always)]
+        fn pow2i(self, n: __m512) -> __m512 {
+            // SAFETY: AVX-512F present.
+            unsafe {
+                let i = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+                _mm512_castsi512_ps(_mm512_slli_epi32::<23>(i))
+            }
+        }
+        #[inline(always)]
+        fn reduce_sum(self, v: __m512) -> f32 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_reduce_add_ps(v) }
+        }
+        #[inline(always)]
+        fn reduce_max(self, v: __m512) -> f32 {
+            // SAFETY: AVX-512F present.
+            unsafe { _mm512_reduce_max_ps(v) }
+        }
+        #[inline(always)]
+        fn reduce_lanes(self, v: &[__m512]) -> __m512 {
+            let v: &[__m512; 16] = v.try_into().expect("16 vectors");
+            // SAFETY: AVX-512F present (type invariant).
+            unsafe { crate::kernels::cpu::sgemm_nt::reduce16(v) }
+        }
+    }
+}
+
+/// A tensor element that computes in f32: loaded widened, stored rounded to nearest even.
+pub trait Elem: Copy + Send + Sync + 'static {
+    /// Loads `S::LANES` elements as f32.
+    ///
+    /// # Safety
+    /// `p` must be readable for `S::LANES` elements.
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V;
+    /// Stores `S::LANES` elements, rounding once.
+    ///
+    /// # Safety
+    /// `p` must be writable for `S::LANES` elements.
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V);
+    fn to_f32(self) -> f32;
+    fn from_f32(x: f32) -> Self;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const f32) -> S::V {
+        // SAFETY: forwarded contract.
+        unsafe { s.load(p) }
+    }
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut f32, v: S::V) {
+        // SAFETY: forwarded contract.
+        unsafe { s.store(p, v) }
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+}
+
+impl Elem for bf16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const bf16) -> S::V {
+        // SAFETY: forwarded contract; bf16 is a transparent u16.
+        unsafe { s.load_bf16(p as *const u16) }
+    }
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut bf16, v: S::V) {
+        // SAFETY: as above.
+        unsafe { s.store_bf16(p as *mut u16, v) }
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> bf16 {
+        bf16::from_f32(x)
+    }
+}
+
+impl Elem for f16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const f16) -> S::V {
+        // SAFETY: forwarded contract; f16 is a transparent u16.
+        unsafe { s.load_f16(p as *const u16) }
+    }
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut f16, v: S::V) {
+        // SAFETY: as above.
+        unsafe { s.store_f16(p as *mut u16, v) }
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> f16 {
+        f16::from_f32(x)
+    }
+}
+
+/// Runs `$body::<S, generics...>(s, args...)` at the level in use: the body is instantiated
+/// inside a `#[target_feature]` function per level so its intrinsics inline.
+///
+/// Usage: `multiversion!(body, [T, W], (a: *const T, n: usize), (a, n))` expands to an
+/// expression (unsafe: the caller upholds the body's contract).
+macro_rules! multiversion {
+    ($body:ident, [$($g:ident : $bound:path),*], ($($arg:ident : $ty:ty),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+        unsafe fn v4<$($g: $bound),*>($($arg: $ty),*) {
+            // SAFETY: this function only runs after AVX-512 was detected.
+            unsafe { $body::<$crate::kernels::cpu::simd::Avx512 $(, $g)*>(
+                $crate::kernels::cpu::simd::Avx512::new_unchecked() $(, $arg)*) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn v3<$($g: $bound),*>($($arg: $ty),*) {
+            // SAFETY: this function only runs after AVX2/FMA/F16C were detected.
+            unsafe { $body::<$crate::kernels::cpu::simd::Avx2 $(, $g)*>(
+                $crate::kernels::cpu::simd::Avx2::new_unchecked() $(, $arg)*) }
+        }
+        match $crate::kernels::cpu::simd::level() {
+            #[cfg(target_arch = "x86_64")]
+            $crate::kernels::cpu::simd::Level::Avx512 => v4::<$($g),*>($($arg),*),
+            #[cfg(target_arch = "x86_64")]
+            $crate::kernels::cpu::simd::Level::Avx2 => v3::<$($g),*>($($arg),*),
+            _ => $body::<$crate::kernels::cpu::simd::Scalar $(, $g)*>(
+                $crate::kernels::cpu::simd::Scalar $(, $arg)*),
+        }
+    }};
+}
+pub(crate) use multiversion;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_and_sincos_are_accurate_at_every_level() {
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512] {
+            let l = force_level(want);
+            let xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) * 0.0434).collect();
+            let mut e = vec![0f32; xs.len()];
+            let mut s = vec![0f32; xs.len()];
+            let mut c = vec![0f32; xs.len()];
+            // SAFETY: equal lengths.
+            unsafe { super::super::math_for_tests(&xs, &mut e, &mut s, &mut c) };
+            for i in 0..xs.len() {
+                let x = xs[i] as f64;
+                let want_e = x.exp();
+                assert!(
+                    ((e[i] as f64 - want_e) / want_e).abs() < 1e-6,
+                    "{l:?} exp({x}) = {} want {want_e}",
+                    e[i]
+                );
+                let ang = (xs[i] * 25.0) as f64;
+                assert!((s[i] as f64 - ang.sin()).abs() < 3e-7, "{l:?} sin({ang})");
+                assert!((c[i] as f64 - ang.cos()).abs() < 3e-7, "{l:?} cos({ang})");
+            }
+        }
+        force_level(Level::Avx512);
+    }
+}

@@ -1,0 +1,203 @@
+//! `ops.gemm(c, a, b, alpha, beta)`: `C = alpha * A @ B + beta * C` as InfiniCore's gemm, 2-D
+//! (`[M, K] @ [K, N]`) or batched 3-D (`[B, M, K] @ [B, K, N]`; a 2-D or batch-1 operand is
+//! broadcast over the batch), any strides. `beta == 0` never reads C. Plans are cached per
+//! layout and scalars (`plan_cache`).
+
+use std::cell::RefCell;
+
+use anyffi::{AnyView, Error, Result};
+use half::{bf16, f16};
+
+use super::plan_cache::{with_scratch, Key, Lru};
+use super::{expect_args, float_arg, target, tensor_arg, DType, Target, TensorArg};
+use crate::kernels::cpu::gemm::{gemm_bf16, gemm_f16, gemm_f32, gemm_half_workspace, Mat};
+
+const OP: &str = "ops.gemm";
+
+#[derive(Clone, Debug)]
+struct Plan {
+    dtype: DType,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    /// (batch stride, row stride, column stride) in elements for c, a, b.
+    c: [isize; 3],
+    a: [isize; 3],
+    b: [isize; 3],
+    alpha: f32,
+    beta: f32,
+    ws: usize,
+}
+
+thread_local! {
+    static CACHE: RefCell<Lru<Plan>> = RefCell::new(Lru::default());
+}
+
+pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
+    expect_args(OP, args, &["c", "a", "b", "alpha", "beta"])?;
+    let c = tensor_arg(OP, args, 0, "c")?;
+    let a = tensor_arg(OP, args, 1, "a")?;
+    let b = tensor_arg(OP, args, 2, "b")?;
+    let alpha = float_arg(OP, args, 3, "alpha")?;
+    let beta = float_arg(OP, args, 4, "beta")?;
+    let mut key = Key::new();
+    key.tensor(&c);
+    key.tensor(&a);
+    key.tensor(&b);
+    key.scalar(alpha);
+    key.scalar(beta);
+    let plan = CACHE.with(|cache| {
+        cache
+            .borrow_mut()
+            .get_or_plan(&key, || plan(&c, &a, &b, alpha as f32, beta as f32))
+    })?;
+    c.expect_no_overlap(&a)?;
+    c.expect_no_overlap(&b)?;
+    run(&plan, &c, &a, &b);
+    Ok(())
+}
+
+/// (batch stride, row stride, col stride) of a 2-D or 3-D operand; batch stride 0 broadcasts.
+fn strides3(t: &TensorArg<'_>) -> [isize; 3] {
+    let s = t.strides();
+    match t.ndim() {
+        2 => [0, s[0] as isize, s[1] as isize],
+        _ => [
+            if t.shape[0] == 1 { 0 } else { s[0] as isize },
+            s[1] as isize,
+            s[2] as isize,
+        ],
+    }
+}
+
+fn plan(
+    c: &TensorArg<'_>,
+    a: &TensorArg<'_>,
+    b: &TensorArg<'_>,
+    alpha: f32,
+    beta: f32,
+) -> Result<Plan> {
+    c.expect_float()?;
+    a.expect_same_dtype(c)?;
+    b.expect_same_dtype(c)?;
+    if !matches!(c.ndim(), 2 | 3) {
+        return Err(Error::value_error(format!(
+            "{OP}: `c` must be 2-D [M, N] or 3-D [B, M, N], got shape {}",
+            c.shape_str()
+        )));
+    }
+    for t in [a, b] {
+        if t.ndim() != 2 && t.ndim() != c.ndim() {
+            return Err(Error::value_error(format!(
+                "{OP}: `{}` must be 2-D or have the rank of `c` ({}), got shape {}",
+                t.name,
+                c.ndim(),
+                t.shape_str()
+            )));
+        }
+    }
+    let nd = c.ndim();
+    let (batch, m, n) = if nd == 3 {
+        (c.shape[0], c.shape[1], c.shape[2])
+    } else {
+        (1, c.shape[0], c.shape[1])
+    };
+    let k = a.shape[a.ndim() - 1];
+    let with_batch = |t: &TensorArg<'_>, r: i64, cc: i64| -> Vec<i64> {
+        if t.ndim() == 3 {
+            let tb = if t.shape[0] == 1 { 1 } else { batch };
+            vec![tb, r, cc]
+        } else {
+            vec![r, cc]
+        }
+    };
+    let what =
+        |t: &TensorArg<'_>, s: &'static str, s3: &'static str| if t.ndim() == 3 { s3 } else { s };
+    a.expect_shape(what(a, "(M, K)", "(B, M, K)"), &with_batch(a, m, k))?;
+    b.expect_shape(what(b, "(K, N)", "(B, K, N)"), &with_batch(b, k, n))?;
+    let Target::Cpu = target(OP, &[c, a, b])?;
+    let (batch, m, n, k) = (batch as usize, m as usize, n as usize, k as usize);
+    let ws = if c.dtype == DType::F32 {
+        0
+    } else {
+        gemm_half_workspace(m, n, k)
+    };
+    Ok(Plan {
+        dtype: c.dtype,
+        batch,
+        m,
+        n,
+        k,
+        c: strides3(c),
+        a: strides3(a),
+        b: strides3(b),
+        alpha,
+        beta,
+        ws,
+    })
+}
+
+fn run(p: &Plan, c: &TensorArg<'_>, a: &TensorArg<'_>, b: &TensorArg<'_>) {
+    if p.m == 0 || p.n == 0 || p.batch == 0 {
+        return;
+    }
+    with_scratch(p.ws, |ws| {
+        for bi in 0..p.batch as isize {
+            let mat = |t: &TensorArg<'_>, s: [isize; 3]| {
+                // SAFETY: batch index inside the validated shape.
+                let ptr = unsafe { t.data.offset(bi * s[0] * t.esize as isize) };
+                (ptr, s[1], s[2])
+            };
+            let (cp, crs, ccs) = mat(c, p.c);
+            let (ap, ars, acs) = mat(a, p.a);
+            let (bp, brs, bcs) = mat(b, p.b);
+            macro_rules! m {
+                ($t:ty, $p:expr, $rs:expr, $cs:expr) => {
+                    Mat::<$t> {
+                        ptr: $p as *mut $t,
+                        rs: $rs,
+                        cs: $cs,
+                    }
+                };
+            }
+            // SAFETY: validated layouts; c overlaps neither input.
+            unsafe {
+                match p.dtype {
+                    DType::F32 => gemm_f32(
+                        p.m,
+                        p.n,
+                        p.k,
+                        m!(f32, cp, crs, ccs),
+                        m!(f32, ap, ars, acs),
+                        m!(f32, bp, brs, bcs),
+                        p.alpha,
+                        p.beta,
+                    ),
+                    DType::F16 => gemm_f16(
+                        p.m,
+                        p.n,
+                        p.k,
+                        m!(f16, cp, crs, ccs),
+                        m!(f16, ap, ars, acs),
+                        m!(f16, bp, brs, bcs),
+                        p.alpha,
+                        p.beta,
+                        ws,
+                    ),
+                    _ => gemm_bf16(
+                        p.m,
+                        p.n,
+                        p.k,
+                        m!(bf16, cp, crs, ccs),
+                        m!(bf16, ap, ars, acs),
+                        m!(bf16, bp, brs, bcs),
+                        p.alpha,
+                        p.beta,
+                        ws,
+                    ),
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,413 @@
+//! Bad input gets a clear error of the right kind naming the op and the argument: mismatched
+//! shapes, mixed dtypes, wrong ranks, unsupported strides, NULL data, indivisible head counts,
+//! CUDA tensors in a CPU-only build, wrong argument counts and types.
+
+mod ops_common;
+
+use ops_common::*;
+use tvm_ffi::anyffi::abi::kDLCUDA;
+use tvm_ffi::anyffi::AnyView;
+
+#[track_caller]
+fn expect_err(r: Result<tvm_ffi::anyffi::Any, tvm_ffi::anyffi::Error>, kind: &str, parts: &[&str]) {
+    let msg = err_of(r);
+    assert!(msg.starts_with(kind), "wrong kind: {msg}");
+    for p in parts {
+        assert!(msg.contains(p), "`{p}` missing from: {msg}");
+    }
+}
+
+#[test]
+fn linear_weight_shape_message() {
+    let x = HostTensor::new(&[1, 1536], Dt::F32);
+    let w = HostTensor::new(&[1536, 8960], Dt::F32);
+    let y = HostTensor::new(&[1, 8960], Dt::F32);
+    expect_err(
+        call("ops.linear", &[y.view(), x.view(), w.view(), AnyView::NONE]),
+        "ValueError",
+        &["ops.linear: `weight` must have shape (N, K) = (8960, 1536), got (1536, 8960)"],
+    );
+    let b = HostTensor::new(&[8959], Dt::F32);
+    let w = HostTensor::new(&[8960, 1536], Dt::F32);
+    expect_err(
+        call("ops.linear", &[y.view(), x.view(), w.view(), b.view()]),
+        "ValueError",
+        &["ops.linear", "`bias`", "(8960,)"],
+    );
+    let wb = HostTensor::new(&[8960, 1536], Dt::BF16);
+    expect_err(
+        call(
+            "ops.linear",
+            &[y.view(), x.view(), wb.view(), AnyView::NONE],
+        ),
+        "TypeError",
+        &["ops.linear", "`weight`", "bfloat16", "float32"],
+    );
+}
+
+#[test]
+fn shape_dtype_rank_errors() {
+    let a = HostTensor::new(&[2, 3], Dt::F32);
+    let b = HostTensor::new(&[3, 2], Dt::F32);
+    let c = HostTensor::new(&[2, 3], Dt::F32);
+    expect_err(
+        call("ops.add", &[c.view(), a.view(), b.view()]),
+        "ValueError",
+        &["ops.add", "`b`", "(2, 3)", "(3, 2)"],
+    );
+    let h = HostTensor::new(&[2, 3], Dt::F16);
+    expect_err(
+        call("ops.add", &[c.view(), a.view(), h.view()]),
+        "TypeError",
+        &["ops.add", "`b`", "float16"],
+    );
+    expect_err(
+        call("ops.swiglu", &[c.view(), h.view(), a.view()]),
+        "TypeError",
+        &["ops.swiglu", "`gate`"],
+    );
+    let i = HostTensor::new(&[2, 3], Dt::I64);
+    expect_err(
+        call("ops.add", &[i.view(), i.view(), i.view()]),
+        "TypeError",
+        &["ops.add", "`c`", "int64", "supported"],
+    );
+    // argmax: wrong rank and wrong index dtype
+    let v2 = HostTensor::new(&[2, 3], Dt::F32);
+    let idx = HostTensor::new(&[1], Dt::I64);
+    let val = HostTensor::new(&[1], Dt::F32);
+    expect_err(
+        call("ops.argmax", &[idx.view(), val.view(), v2.view()]),
+        "ValueError",
+        &["ops.argmax", "`vals`", "1-D"],
+    );
+    let idx32 = HostTensor::new(&[1], Dt::I32);
+    let v1 = HostTensor::new(&[5], Dt::F32);
+    expect_err(
+        call("ops.argmax", &[idx32.view(), val.view(), v1.view()]),
+        "TypeError",
+        &["`max_idx`", "int64"],
+    );
+    let empty = HostTensor::new(&[0], Dt::F32);
+    expect_err(
+        call("ops.argmax", &[idx.view(), val.view(), empty.view()]),
+        "ValueError",
+        &["empty"],
+    );
+    // rope: odd head size, wrong pos length, 2-D input
+    let x = HostTensor::new(&[2, 1, 5], Dt::F32);
+    let y = HostTensor::new(&[2, 1, 5], Dt::F32);
+    let mut pos = HostTensor::new(&[2], Dt::I64);
+    pos.set(&[0.0, 1.0]);
+    expect_err(
+        call(
+            "ops.rope",
+            &[y.view(), x.view(), pos.view(), AnyView::from(1e4)],
+        ),
+        "ValueError",
+        &["ops.rope", "even"],
+    );
+    let x = HostTensor::new(&[3, 1, 4], Dt::F32);
+    let y = HostTensor::new(&[3, 1, 4], Dt::F32);
+    expect_err(
+        call(
+            "ops.rope",
+            &[y.view(), x.view(), pos.view(), AnyView::from(1e4)],
+        ),
+        "ValueError",
+        &["`pos_ids`", "(3,)"],
+    );
+    let x2 = HostTensor::new(&[3, 4], Dt::F32);
+    expect_err(
+        call(
+            "ops.rope",
+            &[x2.view(), x2.view(), pos.view(), AnyView::from(1e4)],
+        ),
+        "ValueError",
+        &["`in`", "3-D"],
+    );
+    let fpos = HostTensor::new(&[3], Dt::F32);
+    expect_err(
+        call(
+            "ops.rope",
+            &[y.view(), x.view(), fpos.view(), AnyView::from(1e4)],
+        ),
+        "TypeError",
+        &["`pos_ids`", "int64"],
+    );
+    // rms_norm: weight length, mixed weight dtype that is not f32
+    let x = HostTensor::new(&[2, 8], Dt::BF16);
+    let y = HostTensor::new(&[2, 8], Dt::BF16);
+    let w = HostTensor::new(&[7], Dt::BF16);
+    expect_err(
+        call(
+            "ops.rms_norm",
+            &[y.view(), x.view(), w.view(), AnyView::from(1e-5)],
+        ),
+        "ValueError",
+        &["`weight`", "(8,)", "(7,)"],
+    );
+    let wh = HostTensor::new(&[8], Dt::F16);
+    expect_err(
+        call(
+            "ops.rms_norm",
+            &[y.view(), x.view(), wh.view(), AnyView::from(1e-5)],
+        ),
+        "TypeError",
+        &["`weight`", "float32"],
+    );
+    // gemm: inner dimensions
+    let a = HostTensor::new(&[4, 5], Dt::F32);
+    let b = HostTensor::new(&[6, 7], Dt::F32);
+    let c = HostTensor::new(&[4, 7], Dt::F32);
+    expect_err(
+        call(
+            "ops.gemm",
+            &[
+                c.view(),
+                a.view(),
+                b.view(),
+                AnyView::from(1.0),
+                AnyView::from(0.0),
+            ],
+        ),
+        "ValueError",
+        &["ops.gemm", "`b`", "(K, N) = (5, 7)", "(6, 7)"],
+    );
+}
+
+#[test]
+fn contiguity_null_overlap_errors() {
+    // embedding needs contiguous weight
+    let w = HostTensor::strided(&[4, 3], &[1, 4], Dt::F32);
+    let mut idx = HostTensor::new(&[2], Dt::I64);
+    idx.set(&[0.0, 3.0]);
+    let out = HostTensor::new(&[2, 3], Dt::F32);
+    expect_err(
+        call("ops.embedding", &[out.view(), idx.view(), w.view()]),
+        "ValueError",
+        &["ops.embedding", "`weight`", "contiguous"],
+    );
+    // index out of range
+    let w = HostTensor::new(&[4, 3], Dt::F32);
+    idx.set(&[0.0, 4.0]);
+    expect_err(
+        call("ops.embedding", &[out.view(), idx.view(), w.view()]),
+        "IndexError",
+        &["index[1] = 4", "4 rows"],
+    );
+    // attention needs contiguous q
+    let q = HostTensor::strided(&[2, 2, 4], &[16, 4, 1], Dt::F32);
+    let k = HostTensor::new(&[2, 1, 4], Dt::F32);
+    let o = HostTensor::new(&[2, 2, 4], Dt::F32);
+    expect_err(
+        call(
+            "ops.self_attention",
+            &[o.view(), q.view(), k.view(), k.view(), AnyView::from(0.5)],
+        ),
+        "ValueError",
+        &["ops.self_attention", "`q`", "contiguous"],
+    );
+    // linear needs a unit-stride last dimension
+    let x = HostTensor::strided(&[2, 4], &[1, 2], Dt::F32);
+    let wl = HostTensor::new(&[3, 4], Dt::F32);
+    let y = HostTensor::new(&[2, 3], Dt::F32);
+    expect_err(
+        call(
+            "ops.linear",
+            &[y.view(), x.view(), wl.view(), AnyView::NONE],
+        ),
+        "ValueError",
+        &["`in`", "stride 1"],
+    );
+    // NULL data
+    let mut a = HostTensor::new(&[2, 3], Dt::F32);
+    a.dl.data = std::ptr::null_mut();
+    let b = HostTensor::new(&[2, 3], Dt::F32);
+    expect_err(
+        call("ops.add", &[b.view(), a.view(), b.view()]),
+        "ValueError",
+        &["ops.add", "`a`", "NULL data"],
+    );
+    // output overlapping an input (not the same elements)
+    let mut big = HostTensor::new(&[4, 3], Dt::F32);
+    big.set(&[0.0; 12]);
+    let mut shifted = HostTensor::new(&[3, 3], Dt::F32);
+    shifted.dl.data = big.dl.data;
+    shifted.dl.byte_offset = 12;
+    let first = HostTensor::new(&[3, 3], Dt::F32);
+    let mut first = first;
+    first.dl.data = big.dl.data;
+    expect_err(
+        call("ops.add", &[shifted.view(), first.view(), first.view()]),
+        "ValueError",
+        &["partially overlaps"],
+    );
+    let x = HostTensor::new(&[1, 3], Dt::F32);
+    let w = HostTensor::new(&[3, 3], Dt::F32);
+    let mut y = HostTensor::new(&[1, 3], Dt::F32);
+    y.dl.data = w.dl.data;
+    expect_err(
+        call("ops.linear", &[y.view(), x.view(), w.view(), AnyView::NONE]),
+        "ValueError",
+        &["`out` overlaps input `weight`"],
+    );
+}
+
+#[test]
+fn head_counts_and_cache_length() {
+    let q = HostTensor::new(&[1, 5, 8], Dt::F32);
+    let k = HostTensor::new(&[4, 2, 8], Dt::F32);
+    let o = HostTensor::new(&[1, 5, 8], Dt::F32);
+    expect_err(
+        call(
+            "ops.self_attention",
+            &[o.view(), q.view(), k.view(), k.view(), AnyView::from(0.3)],
+        ),
+        "ValueError",
+        &["nhead (5) must be a multiple of nkvhead (2)"],
+    );
+    let q = HostTensor::new(&[5, 2, 8], Dt::F32);
+    let o = HostTensor::new(&[5, 2, 8], Dt::F32);
+    expect_err(
+        call(
+            "ops.self_attention",
+            &[o.view(), q.view(), k.view(), k.view(), AnyView::from(0.3)],
+        ),
+        "ValueError",
+        &["total_len (4) must be >= seqlen (5)"],
+    );
+    let q = HostTensor::new(&[1, 2, 8], Dt::F32);
+    let o = HostTensor::new(&[1, 2, 8], Dt::F32);
+    let k7 = HostTensor::new(&[4, 2, 7], Dt::F32);
+    expect_err(
+        call(
+            "ops.self_attention",
+            &[o.view(), q.view(), k7.view(), k.view(), AnyView::from(0.3)],
+        ),
+        "ValueError",
+        &["`k`", "(4, 2, 8)"],
+    );
+}
+
+#[test]
+fn devices_arguments_and_types() {
+    let mut a = HostTensor::new(&[2, 3], Dt::F32);
+    let b = HostTensor::new(&[2, 3], Dt::F32);
+    a.dl.device.device_type = kDLCUDA;
+    expect_err(
+        call("ops.add", &[b.view(), a.view(), b.view()]),
+        "ValueError",
+        &["`a` is on cuda:0 but `c` is on cpu:0"],
+    );
+    let mut c = HostTensor::new(&[2, 3], Dt::F32);
+    c.dl.device.device_type = kDLCUDA;
+    let mut d = HostTensor::new(&[2, 3], Dt::F32);
+    d.dl.device.device_type = kDLCUDA;
+    expect_err(
+        call("ops.add", &[c.view(), a.view(), d.view()]),
+        "RuntimeError",
+        &["ops.add: CUDA tensors need the CUDA runtime (not built in this branch)"],
+    );
+    expect_err(
+        call("ops.add", &[b.view(), b.view()]),
+        "TypeError",
+        &["ops.add: expected 3 arguments (c, a, b), got 2"],
+    );
+    expect_err(
+        call("ops.add", &[b.view(), AnyView::from(3i64), b.view()]),
+        "TypeError",
+        &["ops.add: argument #1 (`a`) must be an ffi.Tensor or a DLTensor*, got int"],
+    );
+    let x = HostTensor::new(&[1, 4], Dt::F32);
+    let w = HostTensor::new(&[4], Dt::F32);
+    expect_err(
+        call(
+            "ops.rms_norm",
+            &[x.view(), x.view(), w.view(), AnyView::NONE],
+        ),
+        "TypeError",
+        &["ops.rms_norm: argument #3 (`eps`) must be a float"],
+    );
+    // a CUDA error is not cached as a plan: the same layout on the CPU works afterwards
+    let mut wc = HostTensor::new(&[3, 4], Dt::F32);
+    wc.dl.device.device_type = kDLCUDA;
+    let mut xc = HostTensor::new(&[1, 4], Dt::F32);
+    xc.dl.device.device_type = kDLCUDA;
+    let mut yc = HostTensor::new(&[1, 3], Dt::F32);
+    yc.dl.device.device_type = kDLCUDA;
+    expect_err(
+        call(
+            "ops.linear",
+            &[yc.view(), xc.view(), wc.view(), AnyView::NONE],
+        ),
+        "RuntimeError",
+        &["ops.linear: CUDA"],
+    );
+}
+
+#[test]
+fn ffi_tensor_objects_work_too() {
+    // ops accept ffi.Tensor objects (type index 70), not only DLTensor* views.
+    use tvm_ffi::anyffi::abi::{kDLCPU, kDLFloat, DLDataType, DLDevice};
+    use tvm_ffi::anyffi::Tensor;
+    let shape = vec![2i64, 3];
+    let mk = |mut vals: Vec<f32>| {
+        let data = vals.as_mut_ptr() as *mut std::ffi::c_void;
+        let dev = DLDevice {
+            device_type: kDLCPU,
+            device_id: 0,
+        };
+        let dt = DLDataType {
+            code: kDLFloat,
+            bits: 32,
+            lanes: 1,
+        };
+        Tensor::from_owned_memory(data, dev, dt, &shape, None, 0, Box::new(vals))
+    };
+    let (a, b, c) = (mk(vec![1.0; 6]), mk(vec![2.0; 6]), mk(vec![0.0; 6]));
+    call(
+        "ops.add",
+        &[AnyView::from(&c), AnyView::from(&a), AnyView::from(&b)],
+    )
+    .unwrap();
+    let p = c.dl_tensor.data as *const f32;
+    // SAFETY: 6 floats owned by c.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p, 6) }, &[3.0; 6]);
+}
+
+#[test]
+fn plan_cache_capacity_function() {
+    let old = call("ops.plan_cache_capacity", &[AnyView::from(0i64)]).unwrap();
+    let mut rng = Rng::new(3);
+    let (x, _) = rand_tensor(&mut rng, &[3, 8], Dt::F32, 1.0, 0.0);
+    let (w, _) = rand_tensor(&mut rng, &[5, 8], Dt::F32, 1.0, 0.0);
+    let y1 = HostTensor::new(&[3, 5], Dt::F32);
+    call(
+        "ops.linear",
+        &[y1.view(), x.view(), w.view(), AnyView::NONE],
+    )
+    .unwrap();
+    call(
+        "ops.plan_cache_capacity",
+        &[AnyView::from(old.get::<i64>().unwrap())],
+    )
+    .unwrap();
+    let y2 = HostTensor::new(&[3, 5], Dt::F32);
+    call(
+        "ops.linear",
+        &[y2.view(), x.view(), w.view(), AnyView::NONE],
+    )
+    .unwrap();
+    call(
+        "ops.linear",
+        &[y2.view(), x.view(), w.view(), AnyView::NONE],
+    )
+    .unwrap();
+    assert_eq!(y1.get(), y2.get());
+    expect_err(
+        call("ops.plan_cache_capacity", &[AnyView::from(-1i64)]),
+        "TypeError",
+        &["capacity"],
+    );
+}
