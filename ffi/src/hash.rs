@@ -220,6 +220,12 @@ pub fn any_hash(v: &TVMFFIAny) -> Result<u64> {
     }
 }
 
+/// Whether two values are the same (`Any::same_as`: the same 16 bytes).
+#[inline]
+pub fn same_value(a: &TVMFFIAny, b: &TVMFFIAny) -> bool {
+    same_bits(a, b)
+}
+
 /// Raw 16-byte identity, the fast path of `AnyEqual`.
 #[inline]
 fn same_bits(a: &TVMFFIAny, b: &TVMFFIAny) -> bool {

@@ -60,6 +60,41 @@ pub fn first_mismatch(
     Ok(Some((l, r)))
 }
 
+/// An access path (from the root) of the given steps.
+pub fn access_path(steps: Vec<PathStep>) -> crate::builtin_types::access_path::AccessPath {
+    use crate::builtin_types::access_path::{extend, kind, AccessPathObj, AccessStepObj};
+    let mut path = AccessPathObj::root();
+    for step in steps {
+        let (k, key) = match step {
+            PathStep::Attr(name) => (kind::ATTR, Any::from(name)),
+            PathStep::ArrayItem(i) => (kind::ARRAY_ITEM, Any::from(i)),
+            PathStep::ArrayItemMissing(i) => (kind::ARRAY_ITEM_MISSING, Any::from(i)),
+            PathStep::MapItem(k) => (kind::MAP_ITEM, k),
+            PathStep::MapItemMissing(k) => (kind::MAP_ITEM_MISSING, k),
+        };
+        path = extend(&path, AccessStepObj::new(k, key));
+    }
+    path
+}
+
+/// `ffi.GetFirstStructuralMismatch`: the pair of access paths to the first mismatch, or `None`
+/// when equal.
+pub fn first_mismatch_paths(
+    lhs: &Any,
+    rhs: &Any,
+    map_free_vars: bool,
+    skip_tensor_content: bool,
+) -> Result<Option<crate::array::Array>> {
+    Ok(
+        first_mismatch(lhs, rhs, map_free_vars, skip_tensor_content)?.map(|(l, r)| {
+            crate::array::Array::from_vec(vec![
+                Any::from(access_path(l)),
+                Any::from(access_path(r)),
+            ])
+        }),
+    )
+}
+
 struct Comparer {
     region: Cell<i32>,
     skip_tensor_content: bool,
