@@ -61,8 +61,47 @@ inline std::string TypeKeyOf(int32_t type_index) {
 
 std::string Show(const AnyView& v, int depth = 0);
 
+// Reads field `name` of `obj` through reflection (None when absent).
+inline Any FieldOf(const Object* obj, const char* name) {
+  const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(obj->type_index());
+  for (int j = 0; j < info->num_fields; ++j) {
+    const TVMFFIFieldInfo* f = info->fields + j;
+    if (std::string(f->name.data, f->name.size) == name) {
+      Any value;
+      const void* addr = reinterpret_cast<const char*>(obj) + f->offset;
+      if (f->getter(const_cast<void*>(addr), reinterpret_cast<TVMFFIAny*>(&value)) == 0) return value;
+    }
+  }
+  return Any(nullptr);
+}
+
+// An access path as `<root>.field[1]["key"]` (missing steps as `<missing:...>`).
+inline std::string ShowAccessPath(const Object* path, int depth) {
+  std::vector<std::string> parts;
+  const Object* cur = path;
+  while (cur != nullptr) {
+    Any step = FieldOf(cur, "step");
+    if (step == nullptr) break;
+    const Object* s = step.cast<const Object*>();
+    int64_t kind = FieldOf(s, "kind").cast<int64_t>();
+    Any key = FieldOf(s, "key");
+    std::string k = Show(key, depth + 1);
+    const char* forms[] = {".%s", "[%s]", "[%s]", ".<missing:%s>", "[<missing:%s>]", "[<missing:%s>]"};
+    if (kind == 0 || kind == 3) k = key.cast<String>();
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), forms[kind >= 0 && kind < 6 ? kind : 0], k.c_str());
+    parts.push_back(buf);
+    Any parent = FieldOf(cur, "parent");
+    cur = parent == nullptr ? nullptr : parent.cast<const Object*>();
+  }
+  std::string out = "<root>";
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += *it;
+  return out;
+}
+
 inline std::string ShowObjectFields(const Object* obj, int depth) {
   const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(obj->type_index());
+  if (TypeKeyOf(obj->type_index()) == "ffi.reflection.AccessPath") return ShowAccessPath(obj, depth);
   std::string out = TypeKeyOf(obj->type_index()) + "{";
   bool first = true;
   auto one = [&](const TVMFFIFieldInfo* f) {

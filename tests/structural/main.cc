@@ -5,6 +5,7 @@
 #include "cases_json.cc"
 #include "cases_structural.cc"
 #include "cases_serialization.cc"
+#include "cases_visit.cc"
 
 int main() {
   st::RegisterTypes();

@@ -5,6 +5,7 @@
 #define ANYFFI_TESTS_STRUCTURAL_TYPES_H_
 
 #include <tvm/ffi/extra/serialization.h>
+#include <tvm/ffi/extra/structural_visit.h>
 #include <tvm/ffi/extra/structural_equal.h>
 #include <tvm/ffi/extra/structural_hash.h>
 #include <tvm/ffi/reflection/registry.h>
@@ -171,6 +172,28 @@ class NoCreatorObj : public Object {
   TVM_FFI_DECLARE_OBJECT_INFO_FINAL("st.NoCreator", NoCreatorObj, Object);
 };
 
+/*! \brief A pair whose native __s_visit__ hook visits `b` before `a`, `a` as a definition. */
+class RevPairObj : public Object {
+ public:
+  Any a;
+  Any b;
+  RevPairObj() = default;
+  RevPairObj(Any x, Any y) : a(std::move(x)), b(std::move(y)) {}
+  static constexpr TVMFFISEqHashKind _type_s_eq_hash_kind = kTVMFFISEqHashKindTreeNode;
+  TVM_FFI_DECLARE_OBJECT_INFO_FINAL("st.RevPair", RevPairObj, Object);
+};
+
+inline Expected<Optional<VisitInterrupt>> RevPairVisit(StructuralVisitorObj* visitor,
+                                                      AnyView value) noexcept {
+  const RevPairObj* self = detail::AnyUnsafe::RawObjectPtrFromAnyViewAfterCheck<const RevPairObj>(value);
+  TVM_FFI_S_VISIT_MAYBE_EARLY_RETURN(visitor->VisitExpected(self->b));
+  TVM_FFI_S_VISIT_MAYBE_EARLY_RETURN(visitor->WithDefRegionKind(
+      kTVMFFIDefRegionKindSimple, [&] { return visitor->VisitExpected(self->a); }));
+  return Optional<VisitInterrupt>(std::nullopt);
+}
+
+inline Any RevPair(Any a, Any b) { return ObjectRef(make_object<RevPairObj>(a, b)); }
+
 inline Any Var(const char* n) { return ObjectRef(make_object<VarObj>(n)); }
 inline Any TVar(const char* n, Any t) { return ObjectRef(make_object<TypedVarObj>(n, std::move(t))); }
 inline Any Node(const char* op, Array<Any> args, const char* note = "") {
@@ -255,6 +278,8 @@ inline void RegisterTypes() {
       });
   refl::ObjectDef<BoxObj>().def_rw("v", &BoxObj::v);
   refl::ObjectDef<NoCreatorObj>().def_ro("v", &NoCreatorObj::v);
+  refl::ObjectDef<RevPairObj>().def_ro("a", &RevPairObj::a).def_ro("b", &RevPairObj::b);
+  refl::TypeAttrDef<RevPairObj>().native_fn_attr<&RevPairVisit>(type_attr::kStructuralVisit);
 }
 
 }  // namespace st

@@ -11,6 +11,7 @@
 pub mod equal;
 pub mod hash;
 pub mod stack;
+pub mod visit;
 
 use std::ffi::c_void;
 

@@ -2,9 +2,12 @@
 //! `ffi.GetFirstStructuralMismatch`, `ffi.StructuralKey`, `ffi.StructuralKeyEqual`, over the
 //! algorithms of `anyffi::structural`.
 
-use anyffi::builtin_types::structural::{structural_key_equal, StructuralKeyObj};
+use anyffi::builtin_types::structural::{
+    structural_key_equal, StructuralKeyObj, VisitErrorContextObj, VisitInterruptObj,
+};
+use anyffi::structural::visit::{self, Link};
 use anyffi::structural::{equal, hash};
-use anyffi::{Any, Array, Error, ObjectRef, Result};
+use anyffi::{Any, AnyView, Array, Error, Function, ObjectRef, Result};
 
 use crate::global::Registrar;
 
@@ -59,6 +62,274 @@ pub(super) fn register(r: &mut Registrar<'_>) {
             structural_key_equal(&*key(&lhs, "lhs")?, &*key(&rhs, "rhs")?)
         },
     );
+    register_visit(r);
+}
+
+/// A signature for hand-checked arguments, producing the official mismatch messages.
+struct Sig {
+    name: &'static str,
+    params: &'static [&'static str],
+    ret: &'static str,
+}
+
+/// The type key a mismatch message names: the value's own type index (`ffi.SmallStr` for a
+/// short string), the object's type for objects.
+fn mismatch_key(v: &AnyView<'_>) -> String {
+    if v.type_index() >= anyffi::abi::kTVMFFIStaticObjectBegin {
+        v.type_key()
+    } else {
+        anyffi::type_table::type_key_of(v.type_index())
+    }
+}
+
+const TABLE: &str = "Array<Tuple<int, ffi.Function>>";
+const OPT_INTERRUPT: &str = "Optional<ffi.VisitInterrupt>";
+
+impl Sig {
+    fn text(&self) -> String {
+        anyffi::function::signature(self.name, self.params, self.ret)
+    }
+
+    fn count<'a, const N: usize>(&self, args: &'a [AnyView<'a>]) -> Result<&'a [AnyView<'a>; N]> {
+        args.try_into().map_err(|_| {
+            Error::type_error(format!(
+                "Mismatched number of arguments when calling: `{}`. Expected {} but got {} arguments",
+                self.text(),
+                self.params.len(),
+                args.len()
+            ))
+        })
+    }
+
+    fn mismatch(&self, i: usize, got: String) -> Error {
+        Error::type_error(format!(
+            "Mismatched type on argument #{i} when calling: `{}`. Expected `{}` but got `{got}`",
+            self.text(),
+            self.params[i]
+        ))
+    }
+
+    fn int(&self, args: &[AnyView<'_>], i: usize) -> Result<i64> {
+        match args[i].type_index() {
+            anyffi::abi::kTVMFFIInt | anyffi::abi::kTVMFFIBool => Ok(args[i].as_i64().unwrap_or(0)),
+            _ => Err(self.mismatch(i, mismatch_key(&args[i]))),
+        }
+    }
+
+    fn visitor(
+        &self,
+        args: &[AnyView<'_>],
+        i: usize,
+    ) -> Result<(Any, *mut anyffi::abi::TVMFFIObject)> {
+        match visit::visitor_ptr(&args[i]) {
+            Some(p) => Ok((args[i].to_owned()?, p)),
+            None => Err(self.mismatch(i, mismatch_key(&args[i]))),
+        }
+    }
+
+    fn function(&self, args: &[AnyView<'_>], i: usize) -> Result<Function> {
+        args[i]
+            .as_object_of::<anyffi::FunctionObj>()
+            .ok_or_else(|| self.mismatch(i, mismatch_key(&args[i])))
+    }
+
+    /// An `Array<Tuple<int, Function>>` argument (a List converts, as in the official library).
+    fn links(&self, args: &[AnyView<'_>], i: usize) -> Result<Vec<Link>> {
+        let v = &args[i];
+        let items = seq_of(v).ok_or_else(|| self.mismatch(i, mismatch_key(v)))?;
+        let mut out = Vec::with_capacity(items.len());
+        for (k, item) in items.iter().enumerate() {
+            let bad = |inner: String| self.mismatch(i, format!("Array[index {k}: {inner}]"));
+            let pair = seq_of(&item.as_view()).ok_or_else(|| bad(mismatch_key(&item.as_view())))?;
+            if pair.len() != 2 {
+                return Err(bad(format!("Array[size={}]", pair.len())));
+            }
+            let ti = match pair[0].type_index() {
+                anyffi::abi::kTVMFFIInt | anyffi::abi::kTVMFFIBool => pair[0].get::<i64>()? as i32,
+                _ => {
+                    return Err(bad(format!(
+                        "Array[index 0: {}]",
+                        mismatch_key(&pair[0].as_view())
+                    )))
+                }
+            };
+            let f = pair[1]
+                .as_view()
+                .as_object_of::<anyffi::FunctionObj>()
+                .ok_or_else(|| {
+                    bad(format!(
+                        "Array[index 1: {}]",
+                        mismatch_key(&pair[1].as_view())
+                    ))
+                })?;
+            out.push((ti, f));
+        }
+        Ok(out)
+    }
+}
+
+/// The elements of an Array or List value.
+fn seq_of(v: &AnyView<'_>) -> Option<Vec<Any>> {
+    match (
+        v.as_object_of::<anyffi::ArrayObj>(),
+        v.as_object_of::<anyffi::ListObj>(),
+    ) {
+        (Some(a), _) => Some(a.to_vec()),
+        (_, Some(l)) => Some(l.to_vec()),
+        _ => None,
+    }
+}
+
+fn register_visit(r: &mut Registrar<'_>) {
+    r.typed(
+        "ffi.VisitInterrupt",
+        "VisitInterrupt(value): an interrupt carrying value, which stops a structural visit.",
+        |value: Any| -> ObjectRef<VisitInterruptObj> { visit::visit_interrupt(value) },
+    );
+    const VISIT: Sig = Sig {
+        name: "ffi.StructuralVisitorVisit",
+        params: &["ffi.StructuralVisitor", "AnyView"],
+        ret: OPT_INTERRUPT,
+    };
+    r.packed_as(
+        VISIT.name,
+        "StructuralVisitorVisit(visitor, value): visit value through the visitor's dispatch.",
+        |_v: Any, _value: Any| -> Option<Any> { unreachable!("schema only") },
+        |args| {
+            let args = VISIT.count::<2>(args)?;
+            let (_keep, v) = VISIT.visitor(args, 0)?;
+            // SAFETY: a live visitor held by `_keep`; the value is borrowed for the call.
+            let r = visit::decode_visit(unsafe { visit::visit_raw(v, args[1].raw()) })?;
+            Ok(r.unwrap_or_default())
+        },
+    );
+    const DEFAULT_VISIT: Sig = Sig {
+        name: "ffi.StructuralVisitorDefaultVisit",
+        params: &["ffi.StructuralVisitor", "AnyView"],
+        ret: OPT_INTERRUPT,
+    };
+    r.packed_as(
+        DEFAULT_VISIT.name,
+        "StructuralVisitorDefaultVisit(visitor, value): the default descent into value \
+         (its __s_visit__ hook or its reflected fields).",
+        |_v: Any, _value: Any| -> Option<Any> { unreachable!("schema only") },
+        |args| {
+            let args = DEFAULT_VISIT.count::<2>(args)?;
+            let (_keep, v) = DEFAULT_VISIT.visitor(args, 0)?;
+            // SAFETY: a live visitor held by `_keep`; the value is borrowed for the call.
+            let r = visit::decode_visit(unsafe { visit::default_visit_raw(v, args[1].raw()) })?;
+            Ok(r.unwrap_or_default())
+        },
+    );
+    const REGION: Sig = Sig {
+        name: "ffi.StructuralVisitorDefRegionKind",
+        params: &["ffi.StructuralVisitor"],
+        ret: "int",
+    };
+    r.packed_as(
+        REGION.name,
+        "StructuralVisitorDefRegionKind(visitor): the current definition-region kind.",
+        |_v: Any| -> i64 { unreachable!("schema only") },
+        |args| {
+            let args = REGION.count::<1>(args)?;
+            let (_keep, v) = REGION.visitor(args, 0)?;
+            // SAFETY: a live visitor held by `_keep`.
+            Ok(Any::from(unsafe { visit::region(v) } as i64))
+        },
+    );
+    const WITH_REGION: Sig = Sig {
+        name: "ffi.StructuralVisitorWithDefRegionKind",
+        params: &["ffi.StructuralVisitor", "int", "ffi.Function"],
+        ret: "Any",
+    };
+    r.packed_as(
+        WITH_REGION.name,
+        "StructuralVisitorWithDefRegionKind(visitor, kind, callback): callback() with the \
+         definition-region kind set (inside a pattern region the pattern stays).",
+        |_v: Any, _kind: i64, _cb: Function| -> Any { unreachable!("schema only") },
+        |args| {
+            let args = WITH_REGION.count::<3>(args)?;
+            let (_keep, v) = WITH_REGION.visitor(args, 0)?;
+            let kind = WITH_REGION.int(args, 1)? as i32;
+            let cb = WITH_REGION.function(args, 2)?;
+            // SAFETY: a live visitor held by `_keep`.
+            unsafe { visit::with_region(v, kind, || cb.call(&[])) }
+        },
+    );
+    const WALK: Sig = Sig {
+        name: "ffi.StructuralWalk",
+        params: &["AnyView", TABLE, TABLE, "int"],
+        ret: OPT_INTERRUPT,
+    };
+    r.packed_as(
+        WALK.name,
+        "StructuralWalk(root, callbacks, callbacks_with_def_region_kind, order): visit every \
+         occurrence, calling the first matching callback before (order 0) or after the \
+         children; a callback returns None/0 (advance), 1 (skip children) or a VisitInterrupt.",
+        |_root: Any, _callbacks: Any, _with_kind: Any, _order: i64| -> Option<Any> {
+            unreachable!("schema only")
+        },
+        |args| {
+            let args = WALK.count::<4>(args)?;
+            let links = WALK.links(args, 1)?;
+            let links_kind = WALK.links(args, 2)?;
+            let order = WALK.int(args, 3)? as i32;
+            let root = args[0].to_owned()?;
+            Ok(visit::structural_walk(&root, links, links_kind, order)?.unwrap_or_default())
+        },
+    );
+    const SVISIT: Sig = Sig {
+        name: "ffi.StructuralVisit",
+        params: &["AnyView", TABLE],
+        ret: OPT_INTERRUPT,
+    };
+    r.packed_as(
+        SVISIT.name,
+        "StructuralVisit(root, callbacks): visit root; the first matching callback, called as \
+         callback(value, visitor), owns the descent into its value.",
+        |_root: Any, _callbacks: Any| -> Option<Any> { unreachable!("schema only") },
+        |args| {
+            let args = SVISIT.count::<2>(args)?;
+            let links = SVISIT.links(args, 1)?;
+            let root = args[0].to_owned()?;
+            Ok(visit::structural_visit(&root, links)?.unwrap_or_default())
+        },
+    );
+    const FIND: Sig = Sig {
+        name: "ffi.VisitErrorContext.FindAccessPaths",
+        params: &["ffi.Object", "ffi.VisitErrorContext", "bool"],
+        ret: "Array<ffi.reflection.AccessPath>",
+    };
+    r.packed_as(
+        FIND.name,
+        "VisitErrorContext.FindAccessPaths(root, context, allow_prefix_match): the access paths \
+         from root that follow the objects the error context recorded.",
+        |_root: Any, _ctx: Any, _prefix: bool| -> Array { unreachable!("schema only") },
+        |args| {
+            let args = FIND.count::<3>(args)?;
+            if args[0].type_index() < anyffi::abi::kTVMFFIStaticObjectBegin {
+                return Err(FIND.mismatch(0, mismatch_key(&args[0])));
+            }
+            let ctx = args[1]
+                .as_object_of::<VisitErrorContextObj>()
+                .ok_or_else(|| FIND.mismatch(1, mismatch_key(&args[1])))?;
+            let prefix = match args[2].type_index() {
+                anyffi::abi::kTVMFFIBool | anyffi::abi::kTVMFFIInt => {
+                    args[2].as_i64().unwrap_or(0) != 0
+                }
+                _ => return Err(FIND.mismatch(2, mismatch_key(&args[2]))),
+            };
+            let root = args[0].to_owned()?;
+            let paths = visit::find_access_paths(&root, &ctx, prefix)?;
+            Ok(Any::from(Array::from_vec(
+                paths.into_iter().map(Any::from).collect(),
+            )))
+        },
+    );
+    for (ti, hook) in visit::builtin_visit_hooks() {
+        // Only a second registration can fail; the first one stands.
+        let _ = anyffi::type_table::register_attr(ti, visit::S_VISIT_ATTR, hook.raw());
+    }
 }
 
 /// `Tuple<AccessPath, AccessPath>` (an Array of the two paths).
