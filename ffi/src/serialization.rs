@@ -198,7 +198,11 @@ fn create_empty_object(ti: i32) -> Result<Any> {
 }
 
 /// Writes `value` into field `f` of `obj` through its setter.
-fn set_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo, value: &TVMFFIAny) -> Result<()> {
+pub(crate) fn set_field(
+    obj: *mut TVMFFIObject,
+    f: &TVMFFIFieldInfo,
+    value: &TVMFFIAny,
+) -> Result<()> {
     // SAFETY: the offset lies inside the live object.
     let addr = unsafe { (obj as *mut u8).add(f.offset as usize) } as *mut c_void;
     if f.setter.is_null() {

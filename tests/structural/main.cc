@@ -6,6 +6,7 @@
 #include "cases_structural.cc"
 #include "cases_serialization.cc"
 #include "cases_visit.cc"
+#include "cases_mutate.cc"
 
 int main() {
   st::RegisterTypes();

@@ -5,6 +5,7 @@
 #define ANYFFI_TESTS_STRUCTURAL_TYPES_H_
 
 #include <tvm/ffi/extra/serialization.h>
+#include <tvm/ffi/extra/structural_mutate.h>
 #include <tvm/ffi/extra/structural_visit.h>
 #include <tvm/ffi/extra/structural_equal.h>
 #include <tvm/ffi/extra/structural_hash.h>

@@ -10,6 +10,7 @@
 
 pub mod equal;
 pub mod hash;
+pub mod mutate;
 pub mod stack;
 pub mod visit;
 

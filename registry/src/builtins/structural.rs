@@ -5,6 +5,7 @@
 use anyffi::builtin_types::structural::{
     structural_key_equal, StructuralKeyObj, VisitErrorContextObj, VisitInterruptObj,
 };
+use anyffi::structural::mutate;
 use anyffi::structural::visit::{self, Link};
 use anyffi::structural::{equal, hash};
 use anyffi::{Any, AnyView, Array, Error, Function, ObjectRef, Result};
@@ -63,6 +64,167 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         },
     );
     register_visit(r);
+    register_mutate(r);
+}
+
+fn register_mutate(r: &mut Registrar<'_>) {
+    const MUTATE: Sig = Sig {
+        name: "ffi.StructuralMutatorMutate",
+        params: &["ffi.StructuralMutator", "AnyView"],
+        ret: "Any",
+    };
+    r.packed_as(
+        MUTATE.name,
+        "StructuralMutatorMutate(mutator, value): value mutated through the mutator's dispatch \
+         (copy-on-write; the value itself when unchanged).",
+        |_m: Any, _value: Any| -> Any { unreachable!("schema only") },
+        |args| {
+            let args = MUTATE.count::<2>(args)?;
+            let (_keep, m) = MUTATE.mutator(args, 0)?;
+            // SAFETY: a live mutator held by `_keep`; the value is borrowed for the call.
+            let raw = unsafe { mutate::mutate_raw(m, args[1].raw(), mutate::INPLACE_DISALLOW) };
+            mutate::value_or_unchanged(decode_raw(raw)?, &args[1])
+        },
+    );
+    const DEFAULT_MUTATE: Sig = Sig {
+        name: "ffi.StructuralMutatorDefaultMutate",
+        params: &["ffi.StructuralMutator", "AnyView"],
+        ret: "Any",
+    };
+    r.packed_as(
+        DEFAULT_MUTATE.name,
+        "StructuralMutatorDefaultMutate(mutator, value): the default mutation of value (its \
+         __s_mutate__ hook, or its reflected fields copy-on-write).",
+        |_m: Any, _value: Any| -> Any { unreachable!("schema only") },
+        |args| {
+            let args = DEFAULT_MUTATE.count::<2>(args)?;
+            let (_keep, m) = DEFAULT_MUTATE.mutator(args, 0)?;
+            // SAFETY: a live mutator held by `_keep`; the value is borrowed for the call.
+            let raw = unsafe { mutate::default_copy_raw(m, args[1].raw()) };
+            mutate::value_or_unchanged(decode_raw(raw)?, &args[1])
+        },
+    );
+    const REMAP_GET: Sig = Sig {
+        name: "ffi.StructuralMutatorVarRemapGet",
+        params: &["ffi.StructuralMutator", "AnyView"],
+        ret: "Any",
+    };
+    r.packed_as(
+        REMAP_GET.name,
+        "StructuralMutatorVarRemapGet(mutator, var): the replacement recorded for var, or None.",
+        |_m: Any, _var: Any| -> Any { unreachable!("schema only") },
+        |args| {
+            let args = REMAP_GET.count::<2>(args)?;
+            let (_keep, m) = REMAP_GET.mutator(args, 0)?;
+            // SAFETY: a live mutator held by `_keep`; the value is borrowed for the call.
+            decode_raw(unsafe { mutate::var_remap_get(m, args[1].raw()) })
+        },
+    );
+    const REMAP_SET: Sig = Sig {
+        name: "ffi.StructuralMutatorVarRemapSet",
+        params: &["ffi.StructuralMutator", "AnyView", "AnyView"],
+        ret: "void",
+    };
+    r.packed_as(
+        REMAP_SET.name,
+        "StructuralMutatorVarRemapSet(mutator, var, value): record value as the replacement of var.",
+        |_m: Any, _var: Any, _value: Any| {},
+        |args| {
+            let args = REMAP_SET.count::<3>(args)?;
+            let (_keep, m) = REMAP_SET.mutator(args, 0)?;
+            // SAFETY: a live mutator held by `_keep`; the values are borrowed for the call.
+            decode_raw(unsafe { mutate::var_remap_set(m, args[1].raw(), args[2].raw()) })?;
+            Ok(Any::none())
+        },
+    );
+    const REGION: Sig = Sig {
+        name: "ffi.StructuralMutatorDefRegionKind",
+        params: &["ffi.StructuralMutator"],
+        ret: "int",
+    };
+    r.packed_as(
+        REGION.name,
+        "StructuralMutatorDefRegionKind(mutator): the current definition-region kind.",
+        |_m: Any| -> i64 { unreachable!("schema only") },
+        |args| {
+            let args = REGION.count::<1>(args)?;
+            let (_keep, m) = REGION.mutator(args, 0)?;
+            // SAFETY: a live mutator held by `_keep`.
+            Ok(Any::from(unsafe { mutate::region(m) } as i64))
+        },
+    );
+    const WITH_REGION: Sig = Sig {
+        name: "ffi.StructuralMutatorWithDefRegionKind",
+        params: &["ffi.StructuralMutator", "int", "ffi.Function"],
+        ret: "Any",
+    };
+    r.packed_as(
+        WITH_REGION.name,
+        "StructuralMutatorWithDefRegionKind(mutator, kind, callback): callback() with the \
+         definition-region kind set (inside a pattern region the pattern stays).",
+        |_m: Any, _kind: i64, _cb: Function| -> Any { unreachable!("schema only") },
+        |args| {
+            let args = WITH_REGION.count::<3>(args)?;
+            let (_keep, m) = WITH_REGION.mutator(args, 0)?;
+            let kind = WITH_REGION.int(args, 1)? as i32;
+            let cb = WITH_REGION.function(args, 2)?;
+            // SAFETY: a live mutator held by `_keep`.
+            unsafe { mutate::with_region(m, kind, || cb.call(&[])) }
+        },
+    );
+    const MAP: Sig = Sig {
+        name: "ffi.StructuralMap",
+        params: &["Any", TABLE, TABLE, "int"],
+        ret: "Any",
+    };
+    r.packed_as(
+        MAP.name,
+        "StructuralMap(root, callbacks, callbacks_with_def_region_kind, order): rewrite root, \
+         calling the first matching callback before (order 0) or after the children are \
+         rewritten; a callback returns the replacement.",
+        |_root: Any, _callbacks: Any, _with_kind: Any, _order: i64| -> Any {
+            unreachable!("schema only")
+        },
+        |args| {
+            let args = MAP.count::<4>(args)?;
+            let root = args[0].to_owned()?;
+            let links = MAP.links(args, 1)?;
+            let links_kind = MAP.links(args, 2)?;
+            let order = MAP.int(args, 3)? as i32;
+            mutate::structural_map(root, links, links_kind, order)
+        },
+    );
+    const SMUTATE: Sig = Sig {
+        name: "ffi.StructuralMutate",
+        params: &["Any", "Array<Tuple<int, ffi.Function, bool>>"],
+        ret: "Any",
+    };
+    r.packed_as(
+        SMUTATE.name,
+        "StructuralMutate(root, callbacks): mutate root; the first matching callback, called as \
+         callback(value, mutator[, inplace_mode]), owns the mutation of its value.",
+        |_root: Any, _callbacks: Any| -> Any { unreachable!("schema only") },
+        |args| {
+            let args = SMUTATE.count::<2>(args)?;
+            let root = args[0].to_owned()?;
+            let links = SMUTATE.mutate_links(args, 1)?;
+            mutate::structural_mutate(root, links)
+        },
+    );
+    for (ti, column, hook) in mutate::builtin_mutate_hooks() {
+        // Only a second registration can fail; the first one stands.
+        let _ = anyffi::type_table::register_attr(ti, column, hook.raw());
+    }
+}
+
+/// Adopts a raw owned result (an Error becomes `Err`).
+fn decode_raw(raw: anyffi::abi::TVMFFIAny) -> Result<Any> {
+    if raw.type_index == anyffi::abi::kTVMFFIError {
+        // SAFETY: an owned Error value.
+        return Err(unsafe { visit::take_error(raw) });
+    }
+    // SAFETY: an owned value.
+    Ok(unsafe { Any::from_raw(raw) })
 }
 
 /// A signature for hand-checked arguments, producing the official mismatch messages.
@@ -121,7 +283,24 @@ impl Sig {
         args: &[AnyView<'_>],
         i: usize,
     ) -> Result<(Any, *mut anyffi::abi::TVMFFIObject)> {
-        match visit::visitor_ptr(&args[i]) {
+        self.object_of(args, i, visit::visitor_ptr)
+    }
+
+    fn mutator(
+        &self,
+        args: &[AnyView<'_>],
+        i: usize,
+    ) -> Result<(Any, *mut anyffi::abi::TVMFFIObject)> {
+        self.object_of(args, i, mutate::mutator_ptr)
+    }
+
+    fn object_of(
+        &self,
+        args: &[AnyView<'_>],
+        i: usize,
+        check: fn(&AnyView<'_>) -> Option<*mut anyffi::abi::TVMFFIObject>,
+    ) -> Result<(Any, *mut anyffi::abi::TVMFFIObject)> {
+        match check(&args[i]) {
             Some(p) => Ok((args[i].to_owned()?, p)),
             None => Err(self.mismatch(i, mismatch_key(&args[i]))),
         }
@@ -131,6 +310,46 @@ impl Sig {
         args[i]
             .as_object_of::<anyffi::FunctionObj>()
             .ok_or_else(|| self.mismatch(i, mismatch_key(&args[i])))
+    }
+
+    /// An `Array<Tuple<int, Function, bool>>` argument.
+    fn mutate_links(&self, args: &[AnyView<'_>], i: usize) -> Result<Vec<mutate::MutateLink>> {
+        let v = &args[i];
+        let items = seq_of(v).ok_or_else(|| self.mismatch(i, mismatch_key(v)))?;
+        let mut out = Vec::with_capacity(items.len());
+        for (k, item) in items.iter().enumerate() {
+            let bad = |inner: String| self.mismatch(i, format!("Array[index {k}: {inner}]"));
+            let t = seq_of(&item.as_view()).ok_or_else(|| bad(mismatch_key(&item.as_view())))?;
+            if t.len() != 3 {
+                return Err(bad(format!("Array[size={}]", t.len())));
+            }
+            let ti = match t[0].type_index() {
+                anyffi::abi::kTVMFFIInt | anyffi::abi::kTVMFFIBool => t[0].get::<i64>()? as i32,
+                _ => {
+                    return Err(bad(format!(
+                        "Array[index 0: {}]",
+                        mismatch_key(&t[0].as_view())
+                    )))
+                }
+            };
+            let f = t[1]
+                .as_view()
+                .as_object_of::<anyffi::FunctionObj>()
+                .ok_or_else(|| bad(format!("Array[index 1: {}]", mismatch_key(&t[1].as_view()))))?;
+            let takes_mode = match t[2].type_index() {
+                anyffi::abi::kTVMFFIBool | anyffi::abi::kTVMFFIInt => {
+                    t[2].as_view().as_i64().unwrap_or(0) != 0
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "Array[index 2: {}]",
+                        mismatch_key(&t[2].as_view())
+                    )))
+                }
+            };
+            out.push((ti, f, takes_mode));
+        }
+        Ok(out)
     }
 
     /// An `Array<Tuple<int, Function>>` argument (a List converts, as in the official library).
