@@ -141,7 +141,7 @@ struct FieldsFrame {
     rhs: Any,
     kind: i32,
     free_var_saved: Option<i32>,
-    fields: Vec<&'static TVMFFIFieldInfo>,
+    fields: Vec<crate::reflection::FieldRef>,
     next: usize,
     field_saved: Option<i32>,
 }
@@ -550,7 +550,7 @@ impl Comparer {
             Frame::Fields(f) => {
                 while f.next < f.fields.len() {
                     let field = f.fields[f.next];
-                    if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+                    if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                         f.next += 1;
                         continue;
                     }
@@ -558,9 +558,9 @@ impl Comparer {
                     let rv = get_field(obj_ptr(&f.rhs), field)?;
                     let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
                         | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
-                    if field.flags & def_any != 0 {
+                    if field.flags() & def_any != 0 {
                         let requested =
-                            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+                            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                                 kTVMFFIDefRegionKindSimple
                             } else {
                                 kTVMFFIDefRegionKindPattern

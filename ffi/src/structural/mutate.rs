@@ -370,7 +370,7 @@ unsafe fn mutate_reflected_fields(m: *mut TVMFFIObject, value: &TVMFFIAny) -> Re
     let mut changed = false;
     let mut mutate_fields = || -> Result<()> {
         for field in fields_of(ti) {
-            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                 continue;
             }
             let old = get_field(new_obj, field)?;
@@ -378,10 +378,10 @@ unsafe fn mutate_reflected_fields(m: *mut TVMFFIObject, value: &TVMFFIAny) -> Re
                 // SAFETY: per the caller.
                 decode(unsafe { mutate_raw(m, old.raw(), INPLACE_DISALLOW) })
             };
-            let mutated = if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+            let mutated = if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(m, kTVMFFIDefRegionKindSimple, child) }
-            } else if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
+            } else if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(m, kTVMFFIDefRegionKindPattern, child) }
             } else {
@@ -390,14 +390,15 @@ unsafe fn mutate_reflected_fields(m: *mut TVMFFIObject, value: &TVMFFIAny) -> Re
             if unchanged_or_same(mutated.raw(), old.raw()) {
                 continue;
             }
-            if field.setter.is_null() {
+            if field.info().setter.is_null() {
                 return Err(Error::type_error(format!(
                     "Cannot structurally mutate field `{}` of type `{}` because it does not define a setter",
                     super::field_name(field),
                     type_table::type_key_of(ti)
                 )));
             }
-            crate::serialization::set_field(new_obj, field, mutated.raw())?;
+            // SAFETY: the copy is a live object of the field's type; a valid view.
+            unsafe { field.set(new_obj, mutated.raw()) }?;
             changed = true;
         }
         Ok(())

@@ -306,7 +306,7 @@ pub unsafe fn visit_reflected_fields(
     let ti = unsafe { (*obj).type_index };
     let visit_fields = || -> Result<Option<Any>> {
         for field in fields_of(ti) {
-            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                 continue;
             }
             let value = get_field(obj, field)?;
@@ -314,10 +314,10 @@ pub unsafe fn visit_reflected_fields(
                 // SAFETY: per the caller.
                 decode_visit(unsafe { visit_raw(v, value.raw()) })
             };
-            let r = if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+            let r = if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(v, kTVMFFIDefRegionKindSimple, child) }
-            } else if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
+            } else if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(v, kTVMFFIDefRegionKindPattern, child) }
             } else {
@@ -639,7 +639,7 @@ pub fn find_access_paths(
 }
 
 enum TempStep {
-    Attr(&'static TVMFFIFieldInfo),
+    Attr(crate::reflection::FieldRef),
     ArrayItem(i64),
     MapItem(Any),
 }
@@ -679,7 +679,7 @@ impl PathFinder {
             };
             let step = match &self.steps[i] {
                 TempStep::Attr(f) => {
-                    AccessStepObj::new(kind::ATTR, Any::from(super::field_name(f)))
+                    AccessStepObj::new(kind::ATTR, Any::from(super::field_name(*f)))
                 }
                 TempStep::ArrayItem(k) => AccessStepObj::new(kind::ARRAY_ITEM, Any::from(*k)),
                 TempStep::MapItem(k) => AccessStepObj::new(kind::MAP_ITEM, k.clone()),
