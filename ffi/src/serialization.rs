@@ -116,7 +116,7 @@ pub fn base64_encode(bytes: &[u8]) -> String {
 /// check (same kind and text); a character outside the alphabet reads as zero bits, as the
 /// official decoder's table does.
 pub fn base64_decode(text: &[u8]) -> Result<Vec<u8>> {
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return Err(Error::internal(
             "Check failed: (bytes.size % 4 == 0) is false: invalid base64 encoding",
         ));
@@ -331,7 +331,8 @@ impl GraphWriter {
                 while *next < fields.len() {
                     let field = fields[*next];
                     *next += 1;
-                    let value = get_field(obj_ptr(&f.value), field)?;
+                    // SAFETY: the object is live and its type has this field.
+                    let value = unsafe { get_field(obj_ptr(&f.value), field) }?;
                     let name = s(&field_name(field));
                     let view = value.as_view();
                     let inline = match field.info().field_static_type_index {
@@ -826,7 +827,7 @@ impl GraphReader {
                     .iter()
                     .map(|x| json_int(&x.as_view()))
                     .collect::<Result<_>>()?;
-                if (ti == kTVMFFIMap || ti == kTVMFFIDict) && children.len() % 2 != 0 {
+                if (ti == kTVMFFIMap || ti == kTVMFFIDict) && !children.len().is_multiple_of(2) {
                     return Err(invalid(format!(
                         ": Map/Dict data must contain an even number of [key, value] entries, got {}",
                         children.len()

@@ -303,8 +303,8 @@ impl Comparer {
                 };
                 Ok(Step::Done(eq))
             }
-            // SAFETY: live string objects.
             kTVMFFIStr | kTVMFFIBytes => {
+                // SAFETY: live string objects.
                 Ok(Step::Done(unsafe { raw_any_bytes(l) == raw_any_bytes(r) }))
             }
             kTVMFFIArray | kTVMFFIList => {
@@ -513,7 +513,7 @@ impl Comparer {
             }
             Frame::Map(f) => {
                 let rhs_obj = obj_ptr(&f.rhs_obj);
-                while f.next < f.lhs.len() {
+                if f.next < f.lhs.len() {
                     let (k, v) = std::mem::take(&mut f.lhs[f.next]);
                     f.next += 1;
                     let rk = self.map_key(&k, true);
@@ -554,8 +554,10 @@ impl Comparer {
                         f.next += 1;
                         continue;
                     }
-                    let lv = get_field(obj_ptr(&f.lhs), field)?;
-                    let rv = get_field(obj_ptr(&f.rhs), field)?;
+                    // SAFETY: the object is live and its type has this field.
+                    let lv = unsafe { get_field(obj_ptr(&f.lhs), field) }?;
+                    // SAFETY: the object is live and its type has this field.
+                    let rv = unsafe { get_field(obj_ptr(&f.rhs), field) }?;
                     let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
                         | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
                     if field.flags() & def_any != 0 {

@@ -401,7 +401,8 @@ impl Hasher {
                     if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                         continue;
                     }
-                    let value = get_field(obj_ptr(&f.value), field)?;
+                    // SAFETY: the object is live and its type has this field.
+                    let value = unsafe { get_field(obj_ptr(&f.value), field) }?;
                     let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
                         | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
                     if field.flags() & def_any != 0 {

@@ -59,8 +59,11 @@ pub fn field_name(f: FieldRef) -> String {
 }
 
 /// Reads field `f` of the live object `obj` through its getter.
-pub fn get_field(obj: *mut TVMFFIObject, f: FieldRef) -> Result<Any> {
-    // SAFETY: callers pass a live object of a type that has the field.
+///
+/// # Safety
+/// `obj` must be a live object of a type that has the field.
+pub unsafe fn get_field(obj: *mut TVMFFIObject, f: FieldRef) -> Result<Any> {
+    // SAFETY: per the caller.
     unsafe { f.get(obj) }
 }
 
@@ -210,7 +213,7 @@ impl TensorParts<'_> {
     /// The packed data size in bytes (`(numel * bits * lanes + 7) / 8`).
     pub fn data_size(&self) -> usize {
         let numel: u64 = self.shape.iter().map(|&d| d as u64).product();
-        ((numel * self.dtype.bits as u64 * self.dtype.lanes as u64 + 7) / 8) as usize
+        (numel * self.dtype.bits as u64 * self.dtype.lanes as u64).div_ceil(8) as usize
     }
 
     /// The content bytes.
