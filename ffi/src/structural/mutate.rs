@@ -15,11 +15,10 @@
 //! contains itself.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 
 use super::visit::{error_raw, runtime_type_index_match, take_error, update_visit_error_context};
-use super::{fields_of, get_field, metadata_of, stack};
+use super::{fields_of, get_field, metadata_of, stack, PtrMap, PtrSet};
 use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::builtin_types::STRUCTURAL_MUTATOR_INDEX;
@@ -621,8 +620,8 @@ enum Engine {
 pub struct EngineMutator {
     head: MutatorHead,
     engine: Engine,
-    remap: RefCell<HashMap<usize, (Any, Any)>>,
-    active: RefCell<HashSet<usize>>,
+    remap: RefCell<PtrMap<usize, (Any, Any)>>,
+    active: RefCell<PtrSet<usize>>,
 }
 
 // SAFETY: repr(C) with the mutator prefix first; the type index is ffi.StructuralMutator's.
@@ -648,8 +647,8 @@ fn new_engine(engine: Engine) -> ObjectRef<EngineMutator> {
             def_region_mode: kTVMFFIDefRegionKindNone,
         },
         engine,
-        remap: RefCell::new(HashMap::new()),
-        active: RefCell::new(HashSet::new()),
+        remap: RefCell::new(PtrMap::default()),
+        active: RefCell::new(PtrSet::default()),
     })
 }
 
