@@ -400,8 +400,18 @@ fn arg_type_error(name: &str, params: &[&str], ret: &str, i: usize, got: &AnyVie
         "Mismatched type on argument #{i} when calling: `{}`. Expected `{}` but got `{}`",
         signature(name, params, ret),
         params[i],
-        got.type_key()
+        mismatch_type_key(got)
     ))
+}
+
+/// The type a mismatch message names: the value's own type index for non-objects (a short string
+/// reads `ffi.SmallStr`, as in the official messages), the object's runtime type otherwise.
+pub fn mismatch_type_key(got: &AnyView<'_>) -> String {
+    if got.type_index() >= crate::abi::kTVMFFIStaticObjectBegin {
+        got.type_key()
+    } else {
+        crate::type_table::type_key_of(got.type_index())
+    }
 }
 
 /// The name a signature shows for a schema type name, as the official signatures spell them.
@@ -414,15 +424,46 @@ fn type_str(schema_name: &str) -> &str {
 }
 
 fn return_type_name(schema: &str) -> String {
-    // The schema is `{"type":"X"...}`; the name is X (None returns print as `void`).
-    let name = schema
-        .strip_prefix("{\"type\":\"")
-        .and_then(|s| s.split('"').next())
-        .unwrap_or("Any");
-    match name {
-        "None" => "void".to_string(),
-        n => type_str(n).to_string(),
+    // None returns print as `void`; composite types as `Optional<Tuple<A, B>>`.
+    match crate::json::parse(schema.as_bytes()) {
+        Ok(v) => match schema_type_str(&v) {
+            n if n == "None" => "void".to_string(),
+            n => n,
+        },
+        Err(_) => "Any".to_string(),
     }
+}
+
+/// The official `TypeStr` of a type schema (`{"type": T, "args": [...]}`): containers with
+/// arguments print as `Array<int>`, `Map<str, Any>`, `Optional<T>`; other types by key.
+fn schema_type_str(schema: &crate::any::Any) -> String {
+    let Some(map) = schema.as_view().as_object_of::<crate::map::MapObj>() else {
+        return "Any".to_string();
+    };
+    let name = map
+        .get_str("type")
+        .ok()
+        .flatten()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "Any".to_string());
+    let args: Vec<String> = map
+        .get_str("args")
+        .ok()
+        .flatten()
+        .and_then(|v| v.as_object_of::<crate::array::ArrayObj>())
+        .map(|a| a.to_vec().iter().map(schema_type_str).collect())
+        .unwrap_or_default();
+    if args.is_empty() {
+        return type_str(&name).to_string();
+    }
+    let short = match name.as_str() {
+        "ffi.Array" => "Array",
+        "ffi.List" => "List",
+        "ffi.Map" => "Map",
+        "ffi.Dict" => "Dict",
+        other => other,
+    };
+    format!("{short}<{}>", args.join(", "))
 }
 
 macro_rules! typed_fn {

@@ -513,3 +513,23 @@ CASE("key.free_vars_hash_by_pointer_not_equal") {
 CASE("key.err.not_keys") { return Call("ffi.StructuralKeyEqual", 1, 2); });
 CASE("key.err.unsupported") { return Call("ffi.StructuralKey", ObjectRef(make_object<PlainObj>())); });
 }  // namespace
+
+namespace {
+using namespace tvm::ffi;
+using harness::Call;
+
+CASE("sig.err.equal_bool") { return Call("ffi.StructuralEqual", 1, 1, String("x"), false); });
+CASE("sig.err.equal_count") { return Call("ffi.StructuralEqual", 1, 1); });
+CASE("sig.err.hash_bool") { return Call("ffi.StructuralHash", 1, 1.5, false); });
+CASE("sig.err.mismatch_bool") { return Call("ffi.GetFirstStructuralMismatch", 1, 1, false, nullptr); });
+CASE("sig.err.key_count") { return Call("ffi.StructuralKey"); });
+CASE("sig.err.key_equal_count") { return Call("ffi.StructuralKeyEqual", 1); });
+CASE("sig.err.to_graph_count") { return Call("ffi.ToJSONGraph", 1); });
+CASE("sig.err.to_graph_string_count") { return Call("ffi.ToJSONGraphString", 1, 2, 3); });
+CASE("sig.err.from_graph_string_type") { return Call("ffi.FromJSONGraphString", 1); });
+CASE("sig.err.from_graph_count") { return Call("ffi.FromJSONGraph"); });
+CASE("sig.err.parse_count") { return Call("ffi.json.Parse"); });
+CASE("sig.err.stringify_count") { return Call("ffi.json.Stringify", 1); });
+CASE("sig.err.interrupt_count") { return Call("ffi.VisitInterrupt"); });
+CASE("sig.bool_from_int") { return Call("ffi.StructuralEqual", 1, 1, 1, 0); });
+}  // namespace
