@@ -140,6 +140,12 @@
 
 #define kTVMFFISEqHashKindUniqueInstance 5
 
+#define kTVMFFIDefRegionKindNone 0
+
+#define kTVMFFIDefRegionKindPattern 1
+
+#define kTVMFFIDefRegionKindSimple 2
+
 #define DLPACK_MAJOR_VERSION 1
 
 #define DLPACK_MINOR_VERSION 3
