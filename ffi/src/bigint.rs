@@ -81,49 +81,6 @@ pub fn any_from_words(words: &[i64]) -> Any {
     }
 }
 
-/// The decimal text of the integer with these two's-complement words (`-` for negatives).
-pub fn to_decimal(words: &[i64]) -> String {
-    let negative = words.last().is_some_and(|&w| w < 0);
-    // Magnitude as unsigned little-endian limbs.
-    let mut mag: Vec<u64> = words.iter().map(|&w| w as u64).collect();
-    if negative {
-        let mut carry = true;
-        for limb in mag.iter_mut() {
-            *limb = !*limb;
-            if carry {
-                let (v, c) = limb.overflowing_add(1);
-                *limb = v;
-                carry = c;
-            }
-        }
-    }
-    const CHUNK: u64 = 1_000_000_000_000_000_000;
-    let mut chunks = Vec::new();
-    while mag.iter().any(|&l| l != 0) {
-        let mut rem: u128 = 0;
-        for limb in mag.iter_mut().rev() {
-            let cur = (rem << 64) | *limb as u128;
-            *limb = (cur / CHUNK as u128) as u64;
-            rem = cur % CHUNK as u128;
-        }
-        chunks.push(rem as u64);
-    }
-    let mut out = String::new();
-    if negative {
-        out.push('-');
-    }
-    match chunks.split_last() {
-        None => out.push('0'),
-        Some((top, rest)) => {
-            out.push_str(&top.to_string());
-            for c in rest.iter().rev() {
-                out.push_str(&format!("{c:018}"));
-            }
-        }
-    }
-    out
-}
-
 /// The integer of a complete decimal text (optional `+`/`-`, then at least one digit, nothing
 /// else), as an Int when it fits in int64 and a BigInt otherwise; `None` when malformed.
 pub fn from_decimal(text: &[u8]) -> Option<Any> {
@@ -189,11 +146,6 @@ mod tests {
 
     #[test]
     fn decimal_text() {
-        assert_eq!(to_decimal(&[0, 1]), "18446744073709551616");
-        assert_eq!(to_decimal(&[0, -1]), "-18446744073709551616");
-        assert_eq!(to_decimal(&[i64::MIN, 0]), "9223372036854775808");
-        assert_eq!(to_decimal(&[0]), "0");
-        assert_eq!(to_decimal(&[-7]), "-7");
         for text in [
             "1208925819614629174706176",
             "-99999999999999999999999999999999",
@@ -201,7 +153,7 @@ mod tests {
         ] {
             let v = from_decimal(text.as_bytes()).unwrap();
             let back = match v.as_view().as_object_of::<BigIntObj>() {
-                Some(b) => to_decimal(b.words()),
+                Some(b) => crate::repr::bigint_decimal(b.words()),
                 None => v.get::<i64>().unwrap().to_string(),
             };
             assert_eq!(back, text);

@@ -11,13 +11,12 @@
 //! graph whose nodes refer to themselves is an error instead of endless recursion.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::c_void;
 
 use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::array::Array;
-use crate::error::{fetch_raised, Error, Result};
-use crate::function::{call_raw, Function};
+use crate::error::{Error, Result};
+use crate::function::Function;
 use crate::hash::{any_equal, any_hash};
 use crate::list::List;
 use crate::map::{Dict, Map};
@@ -117,7 +116,7 @@ pub fn base64_encode(bytes: &[u8]) -> String {
 /// check (same kind and text); a character outside the alphabet reads as zero bits, as the
 /// official decoder's table does.
 pub fn base64_decode(text: &[u8]) -> Result<Vec<u8>> {
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return Err(Error::internal(
             "Check failed: (bytes.size % 4 == 0) is false: invalid base64 encoding",
         ));
@@ -156,94 +155,6 @@ fn has_creator(ti: i32) -> bool {
     native
         || type_table::attr_value("__ffi_new__", ti)
             .is_some_and(|v| v.type_index == kTVMFFIFunction)
-}
-
-/// A new empty object of `ti` (native creator, else `__ffi_new__`).
-fn create_empty_object(ti: i32) -> Result<Any> {
-    if let Some(creator) = crate::structural::metadata_of(ti).and_then(|m| m.creator) {
-        let mut out: *mut c_void = std::ptr::null_mut();
-        // SAFETY: a creator writes one new reference into `out` on success.
-        if unsafe { creator(&mut out) } != 0 {
-            return Err(fetch_raised("type creator"));
-        }
-        if out.is_null() {
-            return Err(Error::internal(format!(
-                "the creator of `{}` returned NULL",
-                type_key_of(ti)
-            )));
-        }
-        let obj = out as *mut TVMFFIObject;
-        // SAFETY: a new reference to a live object, adopted here.
-        return Ok(unsafe {
-            Any::from_raw(TVMFFIAny {
-                type_index: (*obj).type_index,
-                small_str_len: 0,
-                value: TVMFFIAnyValue { v_obj: obj },
-            })
-        });
-    }
-    if let Some(f) = type_table::attr_value("__ffi_new__", ti) {
-        if f.type_index == kTVMFFIFunction {
-            // SAFETY: the column keeps the function alive; no arguments.
-            let v = unsafe { call_raw(f.value.v_obj, std::ptr::null(), 0) }?;
-            if v.type_index() >= kTVMFFIStaticObjectBegin {
-                return Ok(v);
-            }
-        }
-    }
-    Err(Error::runtime_error(format!(
-        "Type `{}` does not support reflection creation (no native creator or __ffi_new__ type attr)",
-        type_key_of(ti)
-    )))
-}
-
-/// Writes `value` into field `f` of `obj` through its setter.
-pub(crate) fn set_field(
-    obj: *mut TVMFFIObject,
-    f: &TVMFFIFieldInfo,
-    value: &TVMFFIAny,
-) -> Result<()> {
-    // SAFETY: the offset lies inside the live object.
-    let addr = unsafe { (obj as *mut u8).add(f.offset as usize) } as *mut c_void;
-    if f.setter.is_null() {
-        return Err(Error::type_error(format!(
-            "field `{}` of `{}` has no setter",
-            field_name(f),
-            // SAFETY: a live object.
-            type_key_of(unsafe { (*obj).type_index })
-        )));
-    }
-    if f.flags & kTVMFFIFieldFlagBitSetterIsFunctionObj != 0 {
-        let args = [Any::from(addr).into_raw(), *value];
-        // SAFETY: the type table retains the setter Function; two valid views.
-        unsafe { call_raw(f.setter as *mut TVMFFIObject, args.as_ptr(), 2) }?;
-        return Ok(());
-    }
-    // SAFETY: without the flag the setter is a `TVMFFIFieldSetter`.
-    let setter: unsafe extern "C" fn(*mut c_void, *const TVMFFIAny) -> std::ffi::c_int =
-        unsafe { std::mem::transmute::<*mut c_void, _>(f.setter) };
-    // SAFETY: a live object's field and a valid view.
-    if unsafe { setter(addr, value) } != 0 {
-        return Err(fetch_raised("field setter"));
-    }
-    Ok(())
-}
-
-/// Sets field `f` of `obj` to its default (calling the factory when it is one).
-fn set_field_default(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo) -> Result<()> {
-    if f.flags & kTVMFFIFieldFlagBitMaskDefaultFromFactory != 0 {
-        let factory = f.default_value_or_factory;
-        if factory.type_index != kTVMFFIFunction {
-            return Err(Error::type_error(format!(
-                "the default factory of field `{}` is not an ffi.Function",
-                field_name(f)
-            )));
-        }
-        // SAFETY: the type table keeps the factory alive; no arguments.
-        let v = unsafe { call_raw(factory.value.v_obj, std::ptr::null(), 0) }?;
-        return set_field(obj, f, v.raw());
-    }
-    set_field(obj, f, &f.default_value_or_factory)
 }
 
 /// The registered enum singleton of class `ti` with integer or string index `index`.
@@ -324,7 +235,7 @@ enum FrameBody {
     },
     /// Reflected fields, then the data object.
     Fields {
-        fields: Vec<&'static TVMFFIFieldInfo>,
+        fields: Vec<crate::reflection::FieldRef>,
         next: usize,
         data: Vec<(Any, Any)>,
     },
@@ -420,10 +331,11 @@ impl GraphWriter {
                 while *next < fields.len() {
                     let field = fields[*next];
                     *next += 1;
-                    let value = get_field(obj_ptr(&f.value), field)?;
+                    // SAFETY: the object is live and its type has this field.
+                    let value = unsafe { get_field(obj_ptr(&f.value), field) }?;
                     let name = s(&field_name(field));
                     let view = value.as_view();
-                    let inline = match field.field_static_type_index {
+                    let inline = match field.info().field_static_type_index {
                         kTVMFFINone => Some(Any::none()),
                         kTVMFFIBool => Some(Any::from(view.as_bool().unwrap_or(false))),
                         kTVMFFIInt => Some(Any::from(view.as_i64().unwrap_or(0))),
@@ -637,7 +549,7 @@ enum ReadBody {
     /// A reflected object being filled field by field.
     Object {
         obj: Any,
-        fields: Vec<&'static TVMFFIFieldInfo>,
+        fields: Vec<crate::reflection::FieldRef>,
         next: usize,
         data: Map,
     },
@@ -749,7 +661,11 @@ impl GraphReader {
             ReadBody::Container { values, .. } => values.push(v),
             ReadBody::Object {
                 obj, fields, next, ..
-            } => set_field(obj_ptr(obj), fields[*next - 1], v.raw())?,
+            } => {
+                let field = fields[*next - 1];
+                // SAFETY: a live object of the field's type; a valid view.
+                unsafe { field.set(obj_ptr(obj), v.raw()) }?
+            }
         }
         Ok(())
     }
@@ -775,8 +691,9 @@ impl GraphReader {
                     *next += 1;
                     let name = field_name(field);
                     let Some(value) = data.get_str(&name)? else {
-                        if field.flags & kTVMFFIFieldFlagBitMaskHasDefault != 0 {
-                            set_field_default(obj_ptr(obj), field)?;
+                        if field.flags() & kTVMFFIFieldFlagBitMaskHasDefault != 0 {
+                            // SAFETY: a live object of the field's type.
+                            unsafe { field.set_default(obj_ptr(obj)) }?;
                             continue;
                         }
                         return Err(Error::type_error(format!(
@@ -784,7 +701,7 @@ impl GraphReader {
                             obj.as_view().type_key()
                         )));
                     };
-                    let inline = match field.field_static_type_index {
+                    let inline = match field.info().field_static_type_index {
                         kTVMFFINone => Some(Any::none()),
                         kTVMFFIBool => Some(Any::from(match value.type_index() {
                             kTVMFFIBool | kTVMFFIInt => value.as_i64().unwrap_or(0) != 0,
@@ -801,7 +718,8 @@ impl GraphReader {
                         _ => None,
                     };
                     match inline {
-                        Some(v) => set_field(obj_ptr(obj), field, v.raw())?,
+                        // SAFETY: a live object of the field's type; a valid view.
+                        Some(v) => unsafe { field.set(obj_ptr(obj), v.raw()) }?,
                         None => return Ok(Some(json_int(&value)?)),
                     }
                 }
@@ -909,7 +827,7 @@ impl GraphReader {
                     .iter()
                     .map(|x| json_int(&x.as_view()))
                     .collect::<Result<_>>()?;
-                if (ti == kTVMFFIMap || ti == kTVMFFIDict) && children.len() % 2 != 0 {
+                if (ti == kTVMFFIMap || ti == kTVMFFIDict) && !children.len().is_multiple_of(2) {
                     return Err(invalid(format!(
                         ": Map/Dict data must contain an even number of [key, value] entries, got {}",
                         children.len()
@@ -938,7 +856,7 @@ impl GraphReader {
                 {
                     hook.call(&[d])?
                 } else {
-                    let obj = create_empty_object(ti)?;
+                    let obj = Any::from(crate::reflection::create_empty_object(ti)?);
                     let Some(data) = d.as_object_of::<crate::map::MapObj>() else {
                         return Err(cannot_convert(&d, "Map<Any, Any>"));
                     };
@@ -969,7 +887,7 @@ pub fn bigint_json_hooks() -> (Function, Function) {
             .ok_or_else(|| {
                 Error::type_error("ffi.BigInt.__data_to_json__: expected an ffi.BigInt")
             })?;
-        Ok(s(&crate::bigint::to_decimal(b.words())))
+        Ok(s(&crate::repr::bigint_decimal(b.words())))
     });
     let from = Function::from_packed(|args: &[AnyView<'_>]| -> Result<Any> {
         let text = match args.first() {

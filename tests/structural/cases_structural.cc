@@ -439,3 +439,77 @@ CASE("ours.sh.hooked_cycle") {
   return r;
 });
 }  // namespace
+
+namespace {
+using namespace tvm::ffi;
+using harness::Call;
+using namespace st;
+
+Any MM(const Any& a, const Any& b, bool mfv = false, bool skip = false) {
+  return Call("ffi.GetFirstStructuralMismatch", a, b, mfv, skip);
+}
+
+CASE("mm.equal") { return MM(Array<Any>({1, 2}), Array<Any>({1, 2})); });
+CASE("mm.array_item") { return MM(Array<Any>({1, 2, 3}), Array<Any>({1, 2, 4})); });
+CASE("mm.array_longer_lhs") { return MM(Array<Any>({1, 2, 3}), Array<Any>({1, 2})); });
+CASE("mm.array_longer_rhs") { return MM(Array<Any>({1, 2}), Array<Any>({1, 2, 3})); });
+CASE("mm.nested") {
+  return MM(Array<Any>({1, List<Any>({Map<Any, Any>({{String("k"), Array<Any>({1, 2})}})})}),
+            Array<Any>({1, List<Any>({Map<Any, Any>({{String("k"), Array<Any>({1, 3})}})})}));
+});
+CASE("mm.map_value") { return MM(Map<Any, Any>({{String("a"), 1}}), Map<Any, Any>({{String("a"), 2}})); });
+CASE("mm.map_missing_in_rhs") {
+  return MM(Map<Any, Any>({{String("a"), 1}, {String("b"), 2}}), Map<Any, Any>({{String("a"), 1}, {String("c"), 2}}));
+});
+CASE("mm.map_extra_in_rhs") {
+  return MM(Map<Any, Any>({{String("a"), 1}}), Map<Any, Any>({{String("a"), 1}, {String("b"), 2}}));
+});
+CASE("mm.map_int_keys") { return MM(Map<Any, Any>({{1, 1}, {2, 2}}), Map<Any, Any>({{2, 2}, {1, 5}})); });
+CASE("mm.type") { return MM(Array<Any>({1}), Array<Any>({1.0})); });
+CASE("mm.root") { return MM(1, 2); });
+CASE("mm.object_attr") { return MM(Node("add", {1, Node("x", {2})}), Node("add", {1, Node("x", {3})})); });
+CASE("mm.object_op") { return MM(Node("add", {1}), Node("sub", {1})); });
+CASE("mm.derived_base_field") { return MM(Derived(1, 2.0, true, "s", nullptr), Derived(1, 2.5, true, "s", nullptr)); });
+CASE("mm.let_var_use") {
+  Any x = Var("x"), y = Var("y");
+  return MM(Let(x, 1, Node("neg", {x})), Let(y, 1, Node("neg", {x})));
+});
+CASE("mm.free_var") { return MM(Array<Any>({Var("x")}), Array<Any>({Var("y")})); });
+CASE("mm.free_var_mapped") { return MM(Array<Any>({Var("x")}), Array<Any>({Var("y")}), true); });
+CASE("mm.hook_field") {
+  Any x = Var("x"), y = Var("y");
+  return MM(Hooked(x, Node("u", {1}), 1), Hooked(y, Node("u", {2}), 1));
+});
+CASE("mm.tensor_skip") {
+  return Array<Any>({MM(Array<Any>({Shape({1})}), Array<Any>({Shape({2})})), MM(Shape({1}), Shape({1}))});
+});
+CASE("mm.err.no_kind") { return MM(Array<Any>({ObjectRef(make_object<PlainObj>())}), Array<Any>({ObjectRef(make_object<PlainObj>())})); });
+
+// --- StructuralKey
+CASE("key.hash_is_structural_hash") {
+  Any k = Call("ffi.StructuralKey", Array<Any>({1, 2}));
+  return Array<Any>({harness::FieldOf(k.cast<const Object*>(), "hash_i64"), Call("ffi.StructuralHash", Array<Any>({1, 2}), false, false)});
+});
+CASE("key.equal") {
+  Any a = Call("ffi.StructuralKey", Array<Any>({1, Map<Any, Any>({{String("a"), String("b")}})}));
+  Any b = Call("ffi.StructuralKey", Array<Any>({1, Map<Any, Any>({{String("a"), String("b")}})}));
+  Any c = Call("ffi.StructuralKey", Array<Any>({1}));
+  return Array<Any>({Call("ffi.StructuralKeyEqual", a, b), Call("ffi.StructuralKeyEqual", a, c), Call("ffi.StructuralKeyEqual", a, a),
+                     Call("ffi.StructuralKeyEqual", 1, 1)});
+});
+CASE("key.as_map_key") {
+  Any a = Call("ffi.StructuralKey", Array<Any>({1, 2}));
+  Any b = Call("ffi.StructuralKey", Array<Any>({1, 2}));
+  Map<Any, Any> m;
+  m.Set(a, String("first"));
+  m.Set(b, String("second"));
+  return Array<Any>({m.size(), m[a]});
+});
+CASE("key.free_vars_hash_by_pointer_not_equal") {
+  Any a = Call("ffi.StructuralKey", Var("x"));
+  Any b = Call("ffi.StructuralKey", Var("x"));
+  return Call("ffi.StructuralKeyEqual", a, b);
+});
+CASE("key.err.not_keys") { return Call("ffi.StructuralKeyEqual", 1, 2); });
+CASE("key.err.unsupported") { return Call("ffi.StructuralKey", ObjectRef(make_object<PlainObj>())); });
+}  // namespace

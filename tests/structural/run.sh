@@ -5,6 +5,8 @@
 # expected.txt.
 #
 # Usage: tests/structural/run.sh LIBDIR          compare LIBDIR/libtvm_ffi.so with expected.txt
+#        tests/structural/run.sh --valgrind LIBDIR   the same under valgrind memcheck (invalid
+#                                                accesses and definite leaks fail)
 #        tests/structural/run.sh --record        re-record expected.txt on the official library
 # Cases named `ours.*` (cycles: the official library recurses until its stack overflows) are not
 # run on the official library (LIBDIR = the wheel's lib/, or --record); their lines are kept by
@@ -24,6 +26,12 @@ wheel="${WHEEL:-$repo/.cache/wheel/unpacked/tvm_ffi}"
 [[ -f "$wheel/include/tvm/ffi/c_api.h" ]] || die "official headers not found under $wheel (run scripts/fetch-official.sh)"
 record=0
 official=0
+valgrind=()
+if [[ "${1:-}" == "--valgrind" ]]; then
+  valgrind=(valgrind --quiet --suppressions="$repo/tests/valgrind.supp" --leak-check=full
+    --errors-for-leak-kinds=definite --error-exitcode=9)
+  shift
+fi
 if [[ "${1:-}" == "--record" ]]; then
   record=1
   libdir="$wheel/lib"
@@ -44,7 +52,8 @@ trap 'rm -rf "$build"' EXIT
 set +e
 HARNESS_SKIP_OURS="$( [[ $official -eq 1 ]] && echo 1 || true)" \
 TVM_FFI_TESTING_LIB="$wheel/lib/libtvm_ffi_testing.so" \
-  LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$build/cases" >"$build/out.txt" 2>"$build/err.txt"
+  LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ${valgrind[@]+"${valgrind[@]}"} "$build/cases" \
+  >"$build/out.txt" 2>"$build/err.txt"
 rc=$?
 set -e
 if [[ $rc -ne 0 ]]; then

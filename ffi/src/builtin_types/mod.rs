@@ -98,6 +98,7 @@ pub(crate) fn register(sink: &dyn TypeSink) -> Result<()> {
     access_path::register(sink)?;
     structural::register(sink)?;
     bigint::register(sink)?;
+    crate::structural::register_hooks(sink)?;
     Ok(())
 }
 

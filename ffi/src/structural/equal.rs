@@ -141,7 +141,7 @@ struct FieldsFrame {
     rhs: Any,
     kind: i32,
     free_var_saved: Option<i32>,
-    fields: Vec<&'static TVMFFIFieldInfo>,
+    fields: Vec<crate::reflection::FieldRef>,
     next: usize,
     field_saved: Option<i32>,
 }
@@ -303,8 +303,8 @@ impl Comparer {
                 };
                 Ok(Step::Done(eq))
             }
-            // SAFETY: live string objects.
             kTVMFFIStr | kTVMFFIBytes => {
+                // SAFETY: live string objects.
                 Ok(Step::Done(unsafe { raw_any_bytes(l) == raw_any_bytes(r) }))
             }
             kTVMFFIArray | kTVMFFIList => {
@@ -513,7 +513,7 @@ impl Comparer {
             }
             Frame::Map(f) => {
                 let rhs_obj = obj_ptr(&f.rhs_obj);
-                while f.next < f.lhs.len() {
+                if f.next < f.lhs.len() {
                     let (k, v) = std::mem::take(&mut f.lhs[f.next]);
                     f.next += 1;
                     let rk = self.map_key(&k, true);
@@ -550,17 +550,19 @@ impl Comparer {
             Frame::Fields(f) => {
                 while f.next < f.fields.len() {
                     let field = f.fields[f.next];
-                    if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+                    if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                         f.next += 1;
                         continue;
                     }
-                    let lv = get_field(obj_ptr(&f.lhs), field)?;
-                    let rv = get_field(obj_ptr(&f.rhs), field)?;
+                    // SAFETY: the object is live and its type has this field.
+                    let lv = unsafe { get_field(obj_ptr(&f.lhs), field) }?;
+                    // SAFETY: the object is live and its type has this field.
+                    let rv = unsafe { get_field(obj_ptr(&f.rhs), field) }?;
                     let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
                         | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
-                    if field.flags & def_any != 0 {
+                    if field.flags() & def_any != 0 {
                         let requested =
-                            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+                            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                                 kTVMFFIDefRegionKindSimple
                             } else {
                                 kTVMFFIDefRegionKindPattern

@@ -92,7 +92,7 @@ struct FieldsFrame {
     /// The region to restore once this (free-variable) object is finished.
     free_var_saved: Option<i32>,
     hash: u64,
-    fields: Vec<&'static TVMFFIFieldInfo>,
+    fields: Vec<crate::reflection::FieldRef>,
     next: usize,
     /// The region to restore after the field being hashed (a definition field).
     field_saved: Option<i32>,
@@ -398,15 +398,16 @@ impl Hasher {
                 while f.next < f.fields.len() {
                     let field = f.fields[f.next];
                     f.next += 1;
-                    if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+                    if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                         continue;
                     }
-                    let value = get_field(obj_ptr(&f.value), field)?;
+                    // SAFETY: the object is live and its type has this field.
+                    let value = unsafe { get_field(obj_ptr(&f.value), field) }?;
                     let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
                         | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
-                    if field.flags & def_any != 0 {
+                    if field.flags() & def_any != 0 {
                         let requested =
-                            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+                            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                                 kTVMFFIDefRegionKindSimple
                             } else {
                                 kTVMFFIDefRegionKindPattern

@@ -14,68 +14,57 @@ pub mod mutate;
 pub mod stack;
 pub mod visit;
 
-use std::ffi::c_void;
-
 use crate::abi::*;
 use crate::any::Any;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::map_base::{clone_raw, MapBase, RawMap};
+use crate::reflection::FieldRef;
 use crate::seq::SeqObj;
 use crate::type_table;
 
 /// The reflected fields of type `ti`, ancestors' first (root excluded), as the official walks
 /// visit them.
-pub fn fields_of(ti: i32) -> Vec<&'static TVMFFIFieldInfo> {
-    let mut out = Vec::new();
-    let Some(entry) = type_table::type_entry(ti) else {
-        return out;
-    };
-    let info = &entry.info;
-    for i in 1..info.type_depth.max(0) as usize {
-        // SAFETY: ancestors of a registered type are registered, never-freed entries.
-        let p = unsafe { &**info.type_ancestors.add(i) };
-        out.extend(field_slice(p));
+pub fn fields_of(ti: i32) -> Vec<FieldRef> {
+    match type_table::type_entry(ti) {
+        Some(entry) => crate::reflection::all_fields(&entry.info),
+        None => Vec::new(),
     }
-    out.extend(field_slice(info));
-    out
 }
 
-fn field_slice(info: &'static TVMFFITypeInfo) -> &'static [TVMFFIFieldInfo] {
-    if info.num_fields <= 0 || info.fields.is_null() {
-        return &[];
+/// Registers the hooks the library itself provides, while the type table is built (so header
+/// code compiled into other libraries finds them before any call): the `__s_visit__`,
+/// `__s_mutate__` and `__s_maybe_inplace_mutate__` hooks of the containers and leaves, and
+/// BigInt's `__data_to_json__` / `__data_from_json__`.
+pub(crate) fn register_hooks(sink: &dyn type_table::TypeSink) -> Result<()> {
+    for (ti, hook) in visit::builtin_visit_hooks() {
+        sink.register_attr(ti, visit::S_VISIT_ATTR, hook.raw())?;
     }
-    // SAFETY: `fields` holds `num_fields` entries that live as long as the type table.
-    unsafe { std::slice::from_raw_parts(info.fields, info.num_fields as usize) }
+    for (ti, column, hook) in mutate::builtin_mutate_hooks() {
+        sink.register_attr(ti, column, hook.raw())?;
+    }
+    let (to, from) = crate::serialization::bigint_json_hooks();
+    for (name, f) in [
+        (crate::serialization::DATA_TO_JSON_ATTR, to),
+        (crate::serialization::DATA_FROM_JSON_ATTR, from),
+    ] {
+        sink.register_attr(kTVMFFIBigInt, name, Any::from(f).raw())?;
+    }
+    Ok(())
 }
 
 /// The name of a field.
-pub fn field_name(f: &TVMFFIFieldInfo) -> String {
-    // SAFETY: registered field names are owned by the type table.
-    unsafe { type_table::byte_array_str(&f.name) }.into_owned()
+pub fn field_name(f: FieldRef) -> String {
+    f.name().to_owned()
 }
 
 /// Reads field `f` of the live object `obj` through its getter.
-pub fn get_field(obj: *mut TVMFFIObject, f: &TVMFFIFieldInfo) -> Result<Any> {
-    let Some(getter) = f.getter else {
-        return Err(Error::type_error(format!(
-            "field `{}` has no getter",
-            field_name(f)
-        )));
-    };
-    let mut out = Any::none();
-    // SAFETY: `obj` is live and `offset` is the field's offset inside it; the getter writes an
-    // owned value into the None slot.
-    let rc = unsafe {
-        getter(
-            (obj as *mut u8).add(f.offset as usize) as *mut c_void,
-            out.as_out_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(crate::error::fetch_raised("field getter"));
-    }
-    Ok(out)
+///
+/// # Safety
+/// `obj` must be a live object of a type that has the field.
+pub unsafe fn get_field(obj: *mut TVMFFIObject, f: FieldRef) -> Result<Any> {
+    // SAFETY: per the caller.
+    unsafe { f.get(obj) }
 }
 
 /// The metadata of type `ti`, if registered.
@@ -224,7 +213,7 @@ impl TensorParts<'_> {
     /// The packed data size in bytes (`(numel * bits * lanes + 7) / 8`).
     pub fn data_size(&self) -> usize {
         let numel: u64 = self.shape.iter().map(|&d| d as u64).product();
-        ((numel * self.dtype.bits as u64 * self.dtype.lanes as u64 + 7) / 8) as usize
+        (numel * self.dtype.bits as u64 * self.dtype.lanes as u64).div_ceil(8) as usize
     }
 
     /// The content bytes.

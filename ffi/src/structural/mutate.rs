@@ -120,12 +120,10 @@ fn annotate(raw: &TVMFFIAny, node: &AnyView<'_>) {
 
 /// Checks that `v` is a live mutator object and returns its pointer.
 pub fn mutator_ptr(v: &AnyView<'_>) -> Option<*mut TVMFFIObject> {
-    v.as_object_ptr()
-        .filter(|&p| !p.is_null())
+    v.as_object_ptr().filter(|&p| !p.is_null()).filter(|&p| {
         // SAFETY: an object view points at a live object.
-        .filter(|&p| {
-            type_table::is_instance_of(unsafe { (*p).type_index }, STRUCTURAL_MUTATOR_INDEX)
-        })
+        type_table::is_instance_of(unsafe { (*p).type_index }, STRUCTURAL_MUTATOR_INDEX)
+    })
 }
 
 fn vtable<'a>(m: *mut TVMFFIObject) -> Option<&'a MutatorVTable> {
@@ -370,18 +368,19 @@ unsafe fn mutate_reflected_fields(m: *mut TVMFFIObject, value: &TVMFFIAny) -> Re
     let mut changed = false;
     let mut mutate_fields = || -> Result<()> {
         for field in fields_of(ti) {
-            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                 continue;
             }
-            let old = get_field(new_obj, field)?;
+            // SAFETY: the object is live and its type has this field.
+            let old = unsafe { get_field(new_obj, field) }?;
             let child = || {
                 // SAFETY: per the caller.
                 decode(unsafe { mutate_raw(m, old.raw(), INPLACE_DISALLOW) })
             };
-            let mutated = if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+            let mutated = if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(m, kTVMFFIDefRegionKindSimple, child) }
-            } else if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
+            } else if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(m, kTVMFFIDefRegionKindPattern, child) }
             } else {
@@ -390,14 +389,15 @@ unsafe fn mutate_reflected_fields(m: *mut TVMFFIObject, value: &TVMFFIAny) -> Re
             if unchanged_or_same(mutated.raw(), old.raw()) {
                 continue;
             }
-            if field.setter.is_null() {
+            if field.info().setter.is_null() {
                 return Err(Error::type_error(format!(
                     "Cannot structurally mutate field `{}` of type `{}` because it does not define a setter",
                     super::field_name(field),
                     type_table::type_key_of(ti)
                 )));
             }
-            crate::serialization::set_field(new_obj, field, mutated.raw())?;
+            // SAFETY: the copy is a live object of the field's type; a valid view.
+            unsafe { field.set(new_obj, mutated.raw()) }?;
             changed = true;
         }
         Ok(())
@@ -653,7 +653,7 @@ fn new_engine(engine: Engine) -> ObjectRef<EngineMutator> {
     })
 }
 
-fn find<'a, T>(links: &'a [T], ti: i32, key: impl Fn(&T) -> i32) -> Option<&'a T> {
+fn find<T>(links: &[T], ti: i32, key: impl Fn(&T) -> i32) -> Option<&T> {
     links.iter().find(|l| runtime_type_index_match(ti, key(l)))
 }
 
@@ -667,9 +667,9 @@ impl EngineMutator {
         if let Err(e) = stack::check("structural mutate") {
             return error_raw(e);
         }
+        // SAFETY: object values hold a pointer.
         let key = (value.type_index >= kTVMFFIStaticObjectBegin)
-            // SAFETY: object values hold a pointer.
-            .then(|| unsafe { value.value.v_obj } as usize);
+            .then_some(unsafe { value.value.v_obj } as usize);
         if let Some(k) = key {
             if !self.active.borrow_mut().insert(k) {
                 // SAFETY: `value` is live for the call.

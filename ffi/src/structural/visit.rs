@@ -182,12 +182,10 @@ fn annotate_raw(raw: &TVMFFIAny, node: &AnyView<'_>) {
 
 /// Checks that `v` is a live visitor object and returns its pointer.
 pub fn visitor_ptr(v: &AnyView<'_>) -> Option<*mut TVMFFIObject> {
-    v.as_object_ptr()
-        .filter(|&p| !p.is_null())
+    v.as_object_ptr().filter(|&p| !p.is_null()).filter(|&p| {
         // SAFETY: an object view points at a live object.
-        .filter(|&p| {
-            type_table::is_instance_of(unsafe { (*p).type_index }, STRUCTURAL_VISITOR_INDEX)
-        })
+        type_table::is_instance_of(unsafe { (*p).type_index }, STRUCTURAL_VISITOR_INDEX)
+    })
 }
 
 /// `visitor->VisitExpected(value)`: dispatch through the visitor's vtable.
@@ -306,18 +304,19 @@ pub unsafe fn visit_reflected_fields(
     let ti = unsafe { (*obj).type_index };
     let visit_fields = || -> Result<Option<Any>> {
         for field in fields_of(ti) {
-            if field.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
+            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
                 continue;
             }
-            let value = get_field(obj, field)?;
+            // SAFETY: the object is live and its type has this field.
+            let value = unsafe { get_field(obj, field) }?;
             let child = || {
                 // SAFETY: per the caller.
                 decode_visit(unsafe { visit_raw(v, value.raw()) })
             };
-            let r = if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+            let r = if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(v, kTVMFFIDefRegionKindSimple, child) }
-            } else if field.flags & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
+            } else if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
                 // SAFETY: per the caller.
                 unsafe { with_region(v, kTVMFFIDefRegionKindPattern, child) }
             } else {
@@ -450,7 +449,7 @@ fn walk_result(r: Any) -> Result<WalkResult> {
     }
 }
 
-fn find_link<'a>(links: &'a [Link], ti: i32) -> Option<&'a Function> {
+fn find_link(links: &[Link], ti: i32) -> Option<&Function> {
     links
         .iter()
         .find(|(t, _)| runtime_type_index_match(ti, *t))
@@ -487,9 +486,9 @@ impl EngineVisitor {
             return error_raw(e);
         }
         // A container or object met again while it is being visited contains itself.
+        // SAFETY: object values hold a pointer.
         let key = (value.type_index >= kTVMFFIStaticObjectBegin)
-            // SAFETY: object values hold a pointer.
-            .then(|| unsafe { value.value.v_obj } as usize);
+            .then_some(unsafe { value.value.v_obj } as usize);
         if let Some(k) = key {
             if !self.active.borrow_mut().insert(k) {
                 // SAFETY: `value` is live for the call.
@@ -639,7 +638,7 @@ pub fn find_access_paths(
 }
 
 enum TempStep {
-    Attr(&'static TVMFFIFieldInfo),
+    Attr(crate::reflection::FieldRef),
     ArrayItem(i64),
     MapItem(Any),
 }
@@ -679,7 +678,7 @@ impl PathFinder {
             };
             let step = match &self.steps[i] {
                 TempStep::Attr(f) => {
-                    AccessStepObj::new(kind::ATTR, Any::from(super::field_name(f)))
+                    AccessStepObj::new(kind::ATTR, Any::from(super::field_name(*f)))
                 }
                 TempStep::ArrayItem(k) => AccessStepObj::new(kind::ARRAY_ITEM, Any::from(*k)),
                 TempStep::MapItem(k) => AccessStepObj::new(kind::MAP_ITEM, k.clone()),
@@ -750,7 +749,8 @@ impl PathFinder {
         self.active.insert(p as usize);
         let before = self.results.len();
         for field in fields_of(ti) {
-            let child = get_field(p, field)?;
+            // SAFETY: the object is live and its type has this field.
+            let child = unsafe { get_field(p, field) }?;
             self.push(TempStep::Attr(field));
             self.visit_any(&child)?;
             self.pop();

@@ -1,10 +1,8 @@
 //! The JSON object graph built-ins (spec §8, Serialization): `ffi.ToJSONGraph`,
-//! `ffi.ToJSONGraphString`, `ffi.FromJSONGraph`, `ffi.FromJSONGraphString`, and the
-//! `__data_to_json__` / `__data_from_json__` hooks of `ffi.BigInt` (decimal text).
+//! `ffi.ToJSONGraphString`, `ffi.FromJSONGraph`, `ffi.FromJSONGraphString`.
 
-use anyffi::abi::kTVMFFIBigInt;
-use anyffi::serialization::{self as ser, DATA_FROM_JSON_ATTR, DATA_TO_JSON_ATTR};
-use anyffi::{Any, AnyView, Error, Result};
+use anyffi::serialization as ser;
+use anyffi::{Any, AnyView, Result};
 
 use crate::global::Registrar;
 
@@ -74,12 +72,4 @@ pub(super) fn register(r: &mut Registrar<'_>) {
             ser::from_json_graph(graph.as_view())
         },
     );
-    let (to, from) = ser::bigint_json_hooks();
-    for (name, f) in [(DATA_TO_JSON_ATTR, to), (DATA_FROM_JSON_ATTR, from)] {
-        let value = Any::from(f);
-        if let Err(e) = anyffi::type_table::register_attr(kTVMFFIBigInt, name, value.raw()) {
-            // Only a second registration can fail here; the first one stands.
-            let _: Error = e;
-        }
-    }
 }

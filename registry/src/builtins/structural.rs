@@ -211,10 +211,6 @@ fn register_mutate(r: &mut Registrar<'_>) {
             mutate::structural_mutate(root, links)
         },
     );
-    for (ti, column, hook) in mutate::builtin_mutate_hooks() {
-        // Only a second registration can fail; the first one stands.
-        let _ = anyffi::type_table::register_attr(ti, column, hook.raw());
-    }
 }
 
 /// Adopts a raw owned result (an Error becomes `Err`).
@@ -545,10 +541,6 @@ fn register_visit(r: &mut Registrar<'_>) {
             )))
         },
     );
-    for (ti, hook) in visit::builtin_visit_hooks() {
-        // Only a second registration can fail; the first one stands.
-        let _ = anyffi::type_table::register_attr(ti, visit::S_VISIT_ATTR, hook.raw());
-    }
 }
 
 /// `Tuple<AccessPath, AccessPath>` (an Array of the two paths).

@@ -1,0 +1,120 @@
+"""Structural traversal through the official package: structural_walk / structural_visit /
+structural_map / structural_mutate with Python callbacks on containers, py_class objects with
+definition regions, and the testing library's __s_visit__ hook; errors keep their kind."""
+
+from __future__ import annotations
+
+import pytest
+import tvm_ffi
+from tvm_ffi import Object
+from tvm_ffi.dataclasses import field, py_class
+
+pytestmark = pytest.mark.issue4
+
+
+@py_class("pyofficial.WVar", structural_eq="var")
+class WVar(Object):
+    name: str = field(structural_eq="ignore")
+
+
+@py_class("pyofficial.WNode", structural_eq="tree")
+class WNode(Object):
+    op: str
+    args: list
+
+
+@py_class("pyofficial.WLet", structural_eq="tree")
+class WLet(Object):
+    var: WVar = field(structural_eq="def")
+    value: Object
+    body: Object
+
+
+def _tree():
+    return [1, [2, "s"], {"k": 3}, None]
+
+
+def test_walk_pre_and_post_order() -> None:
+    seen_pre: list = []
+    seen_post: list = []
+    assert tvm_ffi.structural_walk(_tree(), (int, seen_pre.append), order="pre") is None
+    assert tvm_ffi.structural_walk(_tree(), (int, seen_post.append), order="post") is None
+    assert seen_pre == [1, 2, 3]
+    assert seen_post == [1, 2, 3]
+    kinds: list = []
+    tvm_ffi.structural_walk(_tree(), lambda v: kinds.append(type(v).__name__), order="pre")
+    assert kinds[0] == "Array" and "int" in kinds and "str" in kinds
+
+
+def test_walk_interrupt_and_skip() -> None:
+    stop = tvm_ffi.structural_walk(
+        _tree(), (int, lambda v: tvm_ffi.VisitInterrupt(v * 10) if v == 2 else None), order="pre"
+    )
+    assert isinstance(stop, tvm_ffi.VisitInterrupt) and stop.value == 20
+
+
+def test_walk_regions_on_py_class() -> None:
+    x = WVar("x")
+    let = WLet(x, WNode("one", []), WNode("neg", [x]))
+    kinds: list = []
+    tvm_ffi.structural_walk(let, with_def_region_kind=(WVar, lambda v, k: kinds.append(int(k))))
+    assert kinds == [1, 0]
+
+
+def test_walk_testing_library_hook() -> None:
+    graph = tvm_ffi.get_global_func("testing.make_visit_region_graph")(True)
+    kinds: list = []
+    tvm_ffi.structural_walk(graph, with_def_region_kind=(int, lambda v, k: kinds.append((v, int(k)))))
+    assert kinds == [(1, 2), (2, 1), (3, 2), (4, 0)]
+
+
+def test_visit_callback_owns_descent() -> None:
+    seen: list = []
+
+    def on_list(value, visitor):
+        seen.append(len(value))
+        return visitor.default_visit(value)
+
+    def on_int(value, visitor):
+        seen.append(value)
+        return tvm_ffi.VisitInterrupt("stop") if value == 2 else None
+
+    r = tvm_ffi.structural_visit([1, [2, 3], 4], [(tvm_ffi.Array, on_list), (int, on_int)])
+    assert isinstance(r, tvm_ffi.VisitInterrupt) and r.value == "stop"
+    assert seen == [3, 1, 2, 2]
+
+
+def test_map_post_and_pre() -> None:
+    out = tvm_ffi.structural_map([1, [2, "s"], {"k": 3}], (int, lambda v: v + 1))
+    assert list(out[0:1]) == [2] and list(out[1]) == [3, "s"] and out[2]["k"] == 4
+    out = tvm_ffi.structural_map(WNode("add", [1, WNode("mul", [2])]), (int, lambda v: -v), order="pre")
+    assert isinstance(out, WNode) and out.args[0] == -1 and out.args[1].args[0] == -2
+
+
+def test_map_keeps_source_and_identity() -> None:
+    src = tvm_ffi.convert([1, ["a", "b"]])
+    out = tvm_ffi.structural_map(src, (float, lambda v: v))
+    assert out.same_as(src)
+    out = tvm_ffi.structural_map(src, (int, lambda v: v + 1))
+    assert not out.same_as(src) and src[0] == 1 and out[0] == 2
+    assert out[1].same_as(src[1])
+
+
+def test_mutate_with_mutator() -> None:
+    def on_node(node, mutator):
+        return WNode(node.op.upper(), mutator.mutate(node.args))
+
+    out = tvm_ffi.structural_mutate(
+        WNode("add", [1, WNode("neg", [2])]), [(WNode, on_node), (int, lambda v, m: v * 100)]
+    )
+    assert out.op == "ADD" and out.args[0] == 100 and out.args[1].op == "NEG" and out.args[1].args[0] == 200
+
+
+def test_errors_keep_their_kind() -> None:
+    def bad(v):
+        raise KeyError("nope")
+
+    with pytest.raises(KeyError):
+        tvm_ffi.structural_walk([1, [2]], (int, bad))
+    with pytest.raises(KeyError):
+        tvm_ffi.structural_map(WNode("x", [1]), (int, bad))
