@@ -10,8 +10,6 @@
 //! containing itself would otherwise never finish); reading marks the nodes being decoded, so a
 //! graph whose nodes refer to themselves is an error instead of endless recursion.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::array::Array;
@@ -21,7 +19,7 @@ use crate::hash::{any_equal, any_hash};
 use crate::list::List;
 use crate::map::{Dict, Map};
 use crate::string::{raw_any_bytes, BytesObj, StrObj};
-use crate::structural::{field_name, fields_of, get_field, map_items, seq_items};
+use crate::structural::{field_name, fields_of, get_field, map_items, seq_items, PtrMap, PtrSet};
 use crate::type_table::{self, type_key_of};
 
 /// Attribute column of custom object-to-JSON conversions.
@@ -196,8 +194,8 @@ fn enum_by_index(ti: i32, index: &Any) -> Result<Any> {
 pub fn to_json_graph(value: &Any, metadata: &Any) -> Result<Map> {
     let mut w = GraphWriter {
         nodes: Vec::new(),
-        index: HashMap::new(),
-        active: HashSet::new(),
+        index: PtrMap::default(),
+        active: PtrSet::default(),
     };
     let root = w.run(value)?;
     let mut pairs = vec![
@@ -213,8 +211,8 @@ pub fn to_json_graph(value: &Any, metadata: &Any) -> Result<Map> {
 struct GraphWriter {
     nodes: Vec<Any>,
     /// AnyHash -> (value, node index) (AnyEqual within a bucket).
-    index: HashMap<u64, Vec<(Any, i64)>>,
-    active: HashSet<usize>,
+    index: PtrMap<u64, Vec<(Any, i64)>>,
+    active: PtrSet<usize>,
 }
 
 /// A node under construction whose children are being written.

@@ -118,3 +118,27 @@ def test_errors_keep_their_kind() -> None:
         tvm_ffi.structural_walk([1, [2]], (int, bad))
     with pytest.raises(KeyError):
         tvm_ffi.structural_map(WNode("x", [1]), (int, bad))
+
+
+def test_map_in_place_on_moved_root() -> None:
+    a = tvm_ffi.convert([1, [2, 3], {"k": 4}])
+    outer, inner = a.__chandle__(), a[1].__chandle__()
+    out = tvm_ffi.structural_map(a._move(), (int, lambda v: v + 1))
+    assert list(out[1]) == [3, 4] and out[2]["k"] == 5
+    # Uniquely owned along the whole path: both levels are updated in place.
+    assert out.__chandle__() == outer and out[1].__chandle__() == inner
+
+
+def test_mutate_in_place_modes() -> None:
+    modes: list = []
+
+    def on_list(v, m, mode):
+        modes.append(int(mode))
+        return m.default_mutate(v)
+
+    shared = tvm_ffi.List([1, tvm_ffi.List([2])])
+    tvm_ffi.structural_mutate(shared, [(tvm_ffi.List, on_list)])
+    moved = tvm_ffi.List([1, tvm_ffi.List([2])])
+    addr = moved.__chandle__()
+    out = tvm_ffi.structural_mutate(moved._move(), [(tvm_ffi.List, on_list)])
+    assert modes == [0, 0, 1, 0] and out.__chandle__() == addr

@@ -5,12 +5,11 @@
 //! steps of the first mismatch (innermost step first, as they are found).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{
     attr_function, container_len, field_name, fields_of, get_field, map_get, map_items, seq_items,
-    structural_kind, tensor_parts, WalkRef,
+    structural_kind, tensor_parts, PtrMap, PtrSet, WalkRef, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -101,10 +100,12 @@ struct Comparer {
     /// Reverse mismatch paths (lhs, rhs), when tracing.
     paths: RefCell<Option<(Vec<PathStep>, Vec<PathStep>)>>,
     /// lhs object -> rhs object, and back (kept alive so addresses stay unique).
-    map_lhs: RefCell<HashMap<usize, (Any, Any)>>,
-    map_rhs: RefCell<HashMap<usize, (Any, Any)>>,
-    /// Containers and objects on the current path, per side.
-    active: RefCell<HashSet<(bool, usize)>>,
+    map_lhs: RefCell<PtrMap<usize, (Any, Any)>>,
+    map_rhs: RefCell<PtrMap<usize, (Any, Any)>>,
+    /// Containers and objects on the current path (beyond `SHALLOW_PATH`), per side, and the
+    /// path length.
+    active: RefCell<PtrSet<(bool, usize)>>,
+    depth: Cell<usize>,
     callback: RefCell<Option<Function>>,
     walk: RefCell<Option<Arc<WalkRef<Comparer>>>>,
 }
@@ -188,9 +189,10 @@ impl Comparer {
             }),
             skip_tensor_content,
             paths: RefCell::new(trace.then(Default::default)),
-            map_lhs: RefCell::new(HashMap::new()),
-            map_rhs: RefCell::new(HashMap::new()),
-            active: RefCell::new(HashSet::new()),
+            map_lhs: RefCell::new(PtrMap::default()),
+            map_rhs: RefCell::new(PtrMap::default()),
+            active: RefCell::new(PtrSet::default()),
+            depth: Cell::new(0),
             callback: RefCell::new(None),
             walk: RefCell::new(None),
         }
@@ -247,8 +249,16 @@ impl Comparer {
         }
     }
 
+    /// Marks a pair of containers or objects as on the path. Only paths deeper than
+    /// `SHALLOW_PATH` are tracked: a cycle makes the path grow without bound, so it is still
+    /// caught, one loop in.
     fn enter(&self, l: &Any, r: &Any) -> Result<(usize, usize)> {
         let (lp, rp) = (obj_ptr(l) as usize, obj_ptr(r) as usize);
+        let depth = self.depth.get() + 1;
+        self.depth.set(depth);
+        if depth <= SHALLOW_PATH {
+            return Ok((lp, rp));
+        }
         let mut active = self.active.borrow_mut();
         for (side, p, v) in [(false, lp, l), (true, rp, r)] {
             if active.contains(&(side, p)) {
@@ -264,6 +274,11 @@ impl Comparer {
     }
 
     fn leave(&self, (lp, rp): (usize, usize)) {
+        let depth = self.depth.get();
+        self.depth.set(depth - 1);
+        if depth <= SHALLOW_PATH {
+            return;
+        }
         let mut active = self.active.borrow_mut();
         active.remove(&(false, lp));
         active.remove(&(true, rp));

@@ -4,12 +4,11 @@
 //! values), tensor content, and the `__s_hash__` hook with its callback.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{
     attr_function, fields_of, get_field, key_hash_of, map_items, seq_items, structural_kind,
-    tensor_parts, WalkRef,
+    tensor_parts, PtrMap, PtrSet, WalkRef, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -33,8 +32,9 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         skip_tensor_content,
         free_var_counter: Cell::new(0),
         graph_node_counter: Cell::new(0),
-        memo: RefCell::new(HashMap::new()),
-        active: RefCell::new(HashSet::new()),
+        memo: RefCell::new(PtrMap::default()),
+        active: RefCell::new(PtrSet::default()),
+        depth: Cell::new(0),
         callback: RefCell::new(None),
         walk: RefCell::new(None),
     };
@@ -51,9 +51,10 @@ struct Hasher {
     free_var_counter: Cell<u32>,
     graph_node_counter: Cell<u32>,
     /// Finished objects (kept alive so their addresses stay unique) and their hashes.
-    memo: RefCell<HashMap<usize, (Any, u64)>>,
-    /// Containers and objects on the current path.
-    active: RefCell<HashSet<usize>>,
+    memo: RefCell<PtrMap<usize, (Any, u64)>>,
+    /// Containers and objects on the current path (beyond `SHALLOW_PATH`), and the path length.
+    active: RefCell<PtrSet<usize>>,
+    depth: Cell<usize>,
     callback: RefCell<Option<Function>>,
     walk: RefCell<Option<Arc<WalkRef<Hasher>>>>,
 }
@@ -148,9 +149,13 @@ impl Hasher {
         }
     }
 
+    /// Marks a container or object as on the path. Only paths deeper than `SHALLOW_PATH` are
+    /// tracked: a cycle makes the path grow without bound, so it is still caught, one loop in.
     fn enter(&self, v: &Any) -> Result<usize> {
         let p = obj_ptr(v) as usize;
-        if !self.active.borrow_mut().insert(p) {
+        let depth = self.depth.get() + 1;
+        self.depth.set(depth);
+        if depth > SHALLOW_PATH && !self.active.borrow_mut().insert(p) {
             return Err(Error::value_error(format!(
                 "StructuralHash: cycle detected, a `{}` contains itself",
                 v.as_view().type_key()
@@ -160,7 +165,11 @@ impl Hasher {
     }
 
     fn leave(&self, p: usize) {
-        self.active.borrow_mut().remove(&p);
+        let depth = self.depth.get();
+        self.depth.set(depth - 1);
+        if depth > SHALLOW_PATH {
+            self.active.borrow_mut().remove(&p);
+        }
     }
 
     fn begin(&self, v: &Any) -> Result<Step> {

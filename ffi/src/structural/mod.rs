@@ -23,6 +23,43 @@ use crate::reflection::FieldRef;
 use crate::seq::SeqObj;
 use crate::type_table;
 
+/// Path length up to which walks do not record the containers and objects they are inside of:
+/// an acyclic value never meets them again, and a cycle grows the path past this length.
+pub const SHALLOW_PATH: usize = 64;
+
+/// A hasher for keys that are already well spread: object addresses and 64-bit hashes (one
+/// multiply instead of SipHash; the walks look such keys up once per container or object).
+#[derive(Default, Clone, Copy)]
+pub struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+}
+
+type WordBuild = std::hash::BuildHasherDefault<WordHasher>;
+/// A set of addresses.
+pub type PtrSet<K> = std::collections::HashSet<K, WordBuild>;
+/// A map keyed by addresses or hashes.
+pub type PtrMap<K, V> = std::collections::HashMap<K, V, WordBuild>;
+
 /// The reflected fields of type `ti`, ancestors' first (root excluded), as the official walks
 /// visit them.
 pub fn fields_of(ti: i32) -> Vec<FieldRef> {

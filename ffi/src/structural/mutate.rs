@@ -15,11 +15,10 @@
 //! contains itself.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 
 use super::visit::{error_raw, runtime_type_index_match, take_error, update_visit_error_context};
-use super::{fields_of, get_field, metadata_of, stack};
+use super::{fields_of, get_field, metadata_of, stack, PtrMap, PtrSet};
 use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::builtin_types::STRUCTURAL_MUTATOR_INDEX;
@@ -462,27 +461,30 @@ unsafe extern "C" fn mutate_seq(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFF
     }
 }
 
-/// In-place mutation of a uniquely owned Array's or List's elements.
+/// In-place mutation of a uniquely owned Array's or List's elements. Each element is lent to the
+/// mutator straight from its slot (no extra reference), so a uniquely owned element can itself
+/// be mutated in place, as in the official engine.
 unsafe extern "C" fn maybe_inplace_mutate_seq(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: the column entry of Array/List is only called with a live, uniquely owned sequence.
     let seq = unsafe { &*(value.value.v_obj as *const SeqObj) };
     let mut i = 0;
     while i < seq.len() {
-        // SAFETY: in bounds; the element is cloned before anything can change it.
-        let item = unsafe { (*seq.data_ptr().add(i)).clone() };
+        // SAFETY: in bounds; the slot keeps the element alive while it is lent.
+        let item: TVMFFIAny = unsafe { *(*seq.data_ptr().add(i)).raw() };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, item.raw(), INPLACE_ALLOW) };
+        let r = unsafe { mutate_raw(m, &item, INPLACE_ALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
         // SAFETY: an owned non-error result.
         let r = unsafe { Any::from_raw(r) };
-        if !unchanged_or_same(r.raw(), item.raw()) && i < seq.len() {
-            // SAFETY: in bounds; the old element is released after the new one is stored.
-            unsafe {
-                let slot = seq.data_ptr().add(i);
-                let old = std::ptr::replace(slot, r);
-                drop(old);
+        if i < seq.len() {
+            // SAFETY: in bounds.
+            let slot = unsafe { seq.data_ptr().add(i) };
+            // SAFETY: the slot holds a live value.
+            if !unchanged_or_same(r.raw(), unsafe { (*slot).raw() }) {
+                // SAFETY: the old element is released after the new one is stored.
+                drop(unsafe { std::ptr::replace(slot, r) });
             }
         }
         i += 1;
@@ -549,25 +551,27 @@ unsafe fn set_value_at(map: RawMap, index: usize, value: Any) {
     }
 }
 
-/// In-place mutation of a uniquely owned Map's or Dict's values.
+/// In-place mutation of a uniquely owned Map's or Dict's values (each lent from its slot).
 unsafe extern "C" fn maybe_inplace_mutate_map(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: the column entry of Map/Dict is only called with a live, uniquely owned map.
     let map = unsafe { RawMap::from_ptr(value.value.v_obj as *mut MapBase) };
     let mut pos = map.begin();
     while pos != map.end() {
-        // SAFETY: a valid position; the value is cloned before anything can change it.
-        let old = unsafe { Any::from_raw(clone_raw(&(*map.kv_at(pos)).value)) };
+        // SAFETY: a valid position; the slot keeps the value alive while it is lent.
+        let old: TVMFFIAny = unsafe { (*map.kv_at(pos)).value };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, old.raw(), INPLACE_ALLOW) };
+        let r = unsafe { mutate_raw(m, &old, INPLACE_ALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
         // SAFETY: an owned non-error result.
         let r = unsafe { Any::from_raw(r) };
-        if !unchanged_or_same(r.raw(), old.raw()) {
-            // SAFETY: a valid position of a map only this call changes.
+        // The position stays valid: only this call changes the map's entries.
+        let kv = map.kv_at(pos);
+        // SAFETY: the slot holds a live value.
+        if !unchanged_or_same(r.raw(), unsafe { &(*kv).value }) {
+            // SAFETY: the old value is released after the new one is stored.
             unsafe {
-                let kv = map.kv_at(pos);
                 let prev = std::mem::replace(&mut (*kv).value, r.into_raw());
                 drop_raw(prev);
             }
@@ -621,8 +625,8 @@ enum Engine {
 pub struct EngineMutator {
     head: MutatorHead,
     engine: Engine,
-    remap: RefCell<HashMap<usize, (Any, Any)>>,
-    active: RefCell<HashSet<usize>>,
+    remap: RefCell<PtrMap<usize, (Any, Any)>>,
+    active: RefCell<PtrSet<usize>>,
 }
 
 // SAFETY: repr(C) with the mutator prefix first; the type index is ffi.StructuralMutator's.
@@ -648,8 +652,8 @@ fn new_engine(engine: Engine) -> ObjectRef<EngineMutator> {
             def_region_mode: kTVMFFIDefRegionKindNone,
         },
         engine,
-        remap: RefCell::new(HashMap::new()),
-        active: RefCell::new(HashSet::new()),
+        remap: RefCell::new(PtrMap::default()),
+        active: RefCell::new(PtrSet::default()),
     })
 }
 

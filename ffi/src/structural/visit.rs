@@ -13,10 +13,9 @@
 //! so a value that contains itself is an error rather than an endless walk.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::ffi::c_void;
 
-use super::{fields_of, get_field, metadata_of, stack};
+use super::{fields_of, get_field, metadata_of, stack, PtrSet};
 use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::builtin_types::structural::{VisitErrorContextObj, VisitInterruptObj};
@@ -402,7 +401,7 @@ enum Engine {
 pub struct EngineVisitor {
     head: VisitorHead,
     engine: Engine,
-    active: RefCell<HashSet<usize>>,
+    active: RefCell<PtrSet<usize>>,
 }
 
 // SAFETY: repr(C) with the visitor prefix first; the type index is ffi.StructuralVisitor's.
@@ -425,7 +424,7 @@ fn new_engine(engine: Engine) -> ObjectRef<EngineVisitor> {
             def_region_mode: kTVMFFIDefRegionKindNone,
         },
         engine,
-        active: RefCell::new(HashSet::new()),
+        active: RefCell::new(PtrSet::default()),
     })
 }
 
@@ -629,7 +628,7 @@ pub fn find_access_paths(
         steps: Vec::new(),
         materialized: Vec::new(),
         results: Vec::new(),
-        active: HashSet::new(),
+        active: PtrSet::default(),
     };
     if let Some(p) = root.as_view().as_object_ptr().filter(|p| !p.is_null()) {
         finder.visit_object(p)?;
@@ -652,7 +651,7 @@ struct PathFinder {
     materialized: Vec<crate::builtin_types::access_path::AccessPath>,
     results: Vec<crate::builtin_types::access_path::AccessPath>,
     /// Containers and objects on the current path (a cycle is not descended again).
-    active: HashSet<usize>,
+    active: PtrSet<usize>,
 }
 
 impl PathFinder {
