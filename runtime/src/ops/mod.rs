@@ -10,6 +10,7 @@
 
 mod add;
 mod argmax;
+mod binary;
 mod embedding;
 mod gemm;
 mod linear;

@@ -3,49 +3,19 @@
 //! `gate` or `up`.
 
 use anyffi::{AnyView, Result};
-use half::{bf16, f16};
 
-use super::{expect_args, target, tensor_arg, DType, Target};
-use crate::kernels::cpu::{elementwise as k, Strided};
+use super::binary::{self, BinaryKernels};
+use crate::kernels::cpu::elementwise as k;
 
-const OP: &str = "ops.swiglu";
+const KERNELS: BinaryKernels = BinaryKernels {
+    f32: k::swiglu_f32,
+    f16: k::swiglu_f16,
+    bf16: k::swiglu_bf16,
+    strided_f32: k::swiglu_strided_f32,
+    strided_f16: k::swiglu_strided_f16,
+    strided_bf16: k::swiglu_strided_bf16,
+};
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
-    expect_args(OP, args, &["out", "gate", "up"])?;
-    let c = tensor_arg(OP, args, 0, "out")?;
-    let a = tensor_arg(OP, args, 1, "gate")?;
-    let b = tensor_arg(OP, args, 2, "up")?;
-    c.expect_float()?;
-    a.expect_same_dtype(&c)?;
-    b.expect_same_dtype(&c)?;
-    a.expect_same_shape(&c)?;
-    b.expect_same_shape(&c)?;
-    c.expect_same_or_disjoint(&a)?;
-    c.expect_same_or_disjoint(&b)?;
-    let Target::Cpu = target(OP, &[&c, &a, &b])?;
-    let n = c.numel();
-    if n == 0 {
-        return Ok(());
-    }
-    if c.is_contiguous() && a.is_contiguous() && b.is_contiguous() {
-        // SAFETY: validated: n elements each, exact alias or disjoint.
-        unsafe {
-            match c.dtype {
-                DType::F32 => k::swiglu_f32(c.ptr(), a.ptr(), b.ptr(), n),
-                DType::F16 => k::swiglu_f16(c.ptr(), a.ptr(), b.ptr(), n),
-                _ => k::swiglu_bf16(c.ptr(), a.ptr(), b.ptr(), n),
-            }
-        }
-    } else {
-        let l = Strided::new(c.shape, [c.strides(), a.strides(), b.strides()]);
-        // SAFETY: validated layout.
-        unsafe {
-            match c.dtype {
-                DType::F32 => k::swiglu_strided_f32(c.ptr(), a.ptr(), b.ptr(), &l),
-                DType::F16 => k::swiglu_strided_f16(c.ptr::<f16>(), a.ptr(), b.ptr(), &l),
-                _ => k::swiglu_strided_bf16(c.ptr::<bf16>(), a.ptr(), b.ptr(), &l),
-            }
-        }
-    }
-    Ok(())
+    binary::call("ops.swiglu", args, ["out", "gate", "up"], &KERNELS)
 }
