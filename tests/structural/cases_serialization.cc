@@ -274,3 +274,18 @@ CASE("ours.ser.object_cycle") {
 });
 
 }  // namespace
+
+namespace {
+using namespace tvm::ffi;
+using harness::Call;
+
+CASE("ser.err.tensor") {
+  struct Alloc {
+    void AllocData(DLTensor* t) { t->data = std::calloc(16, 1); }
+    void FreeData(DLTensor* t) { std::free(t->data); }
+  };
+  Tensor t = Tensor::FromNDAlloc(Alloc(), Shape({4}), DLDataType{kDLFloat, 32, 1}, DLDevice{kDLCPU, 0});
+  return Call("ffi.ToJSONGraphString", Array<Any>({1, t}), nullptr);
+});
+CASE("ser.err.error_object") { return Call("ffi.ToJSONGraphString", Error("ValueError", "m", ""), nullptr); });
+}  // namespace
