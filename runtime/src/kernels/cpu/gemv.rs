@@ -174,7 +174,7 @@ pub fn bf16_dot_available() -> bool {
     {
         use std::sync::OnceLock;
         static HAS: OnceLock<bool> = OnceLock::new();
-        super::simd::level() == super::simd::Level::Avx512
+        super::simd::level() >= super::simd::Level::Avx512
             && *HAS.get_or_init(|| is_x86_feature_detected!("avx512bf16"))
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -21,7 +21,7 @@ const NB: usize = 64;
 
 /// Whether this kernel can run here (AVX-512 detected and selected).
 pub fn available() -> bool {
-    cfg!(target_arch = "x86_64") && level() == Level::Avx512
+    cfg!(target_arch = "x86_64") && level() >= Level::Avx512
 }
 
 /// `C[i, j] = alpha * sum_k A[i, k] B[j, k] + beta * C[i, j]` (C not read when `beta == 0`).

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use half::{bf16, f16};
 
 /// The instruction-set level the kernels run at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// Portable code (one lane at a time; LLVM may still vectorise it with SSE2).
     Scalar = 1,
@@ -21,6 +21,8 @@ pub enum Level {
     Avx2 = 2,
     /// AVX-512 F/BW/VL/DQ, 16 f32 lanes.
     Avx512 = 3,
+    /// AVX-512 as above plus AVX512_BF16: bf16 stores round in hardware (`vcvtneps2bf16`).
+    Avx512Bf16 = 4,
 }
 
 static LEVEL: AtomicU8 = AtomicU8::new(0);
@@ -38,7 +40,9 @@ fn detect() -> Level {
         let avx2 = is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c");
-        let best = if avx512 {
+        let best = if avx512 && is_x86_feature_detected!("avx512bf16") {
+            Level::Avx512Bf16
+        } else if avx512 {
             Level::Avx512
         } else if avx2 {
             Level::Avx2
@@ -48,6 +52,7 @@ fn detect() -> Level {
         match forced.as_deref() {
             Some("scalar") => Level::Scalar,
             Some("avx2") if avx2 => Level::Avx2,
+            Some("avx512") if avx512 => Level::Avx512,
             _ => best,
         }
     }
@@ -57,13 +62,14 @@ fn detect() -> Level {
     }
 }
 
-/// The level in use: the best the CPU supports, lowered by `ANYFFI_SIMD=avx2|scalar`.
+/// The level in use: the best the CPU supports, lowered by `ANYFFI_SIMD=avx512|avx2|scalar`.
 #[inline]
 pub fn level() -> Level {
     match LEVEL.load(Ordering::Relaxed) {
         1 => Level::Scalar,
         2 => Level::Avx2,
         3 => Level::Avx512,
+        4 => Level::Avx512Bf16,
         _ => {
             let l = detect();
             LEVEL.store(l as u8, Ordering::Relaxed);
@@ -77,11 +83,7 @@ pub fn level() -> Level {
 pub fn force_level(want: Level) -> Level {
     LEVEL.store(0, Ordering::Relaxed);
     let best = detect();
-    let l = if (want as u8) <= (best as u8) {
-        want
-    } else {
-        best
-    };
+    let l = if want <= best { want } else { best };
     LEVEL.store(l as u8, Ordering::Relaxed);
     l
 }
@@ -117,8 +119,9 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     /// `1 / a` to about 1 ulp (hardware estimate refined by one Newton step; exact division
     /// in `Scalar`), for `a >= 1`.
     fn recip(self, a: Self::V) -> Self::V;
-    /// `2^n` for integer-valued `n` in [-126, 127].
-    fn pow2i(self, n: Self::V) -> Self::V;
+    /// Each lane's bits shifted left by 23 (as u32): turns `1.5 * 2^23 + 127 + n`, an f32
+    /// holding the integer n in [-126, 127] in its low mantissa bits, into `2^n`.
+    fn shl23(self, t: Self::V) -> Self::V;
     fn reduce_sum(self, v: Self::V) -> f32;
     fn reduce_max(self, v: Self::V) -> f32;
 
@@ -133,12 +136,20 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
         unsafe { self.load(sums.as_ptr()) }
     }
 
-    /// e^x, relative error about 2 ulp (Cephes `expf` polynomial); the input is clamped to
-    /// [-87, 88], so e^-inf gives about 1.6e-38 instead of 0.
+    /// e^x, relative error about 2 ulp (Cephes `expf` polynomial, evaluated by Horner); the
+    /// input is clamped to [-87, 88], so e^-inf gives about 1.6e-38 instead of 0 (NaN stays NaN).
+    ///
+    /// n = round(x log2 e) comes from one FMA with the "magic" constant 1.5 * 2^23 + 127: the
+    /// sum is rounded to an integer by the FMA itself, and its low mantissa bits hold n + 127,
+    /// which `shl23` moves into the exponent field to make 2^n (no round or convert
+    /// instructions).
     #[inline(always)]
     fn exp(self, x: Self::V) -> Self::V {
-        let x = self.min(self.max(x, self.splat(-87.0)), self.splat(88.0));
-        let n = self.round(self.mul(x, self.splat(std::f32::consts::LOG2_E)));
+        const MAGIC: f32 = 12_582_912.0 + 127.0;
+        // x second in max/min: x86 max/min return their second operand when one is NaN
+        let x = self.min(self.splat(88.0), self.max(self.splat(-87.0), x));
+        let t = self.fma(x, self.splat(std::f32::consts::LOG2_E), self.splat(MAGIC));
+        let n = self.sub(t, self.splat(MAGIC));
         let r = self.fma(n, self.splat(-0.693_359_4), x);
         let r = self.fma(n, self.splat(2.121_944_4e-4), r);
         let mut p = self.splat(1.987_569_1e-4);
@@ -147,9 +158,9 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
         p = self.fma(p, r, self.splat(4.166_579_6e-2));
         p = self.fma(p, r, self.splat(1.666_666_5e-1));
         p = self.fma(p, r, self.splat(5.000_000_1e-1));
-        let r2 = self.mul(r, r);
-        let y = self.add(self.fma(p, r2, r), self.splat(1.0));
-        self.mul(y, self.pow2i(n))
+        p = self.fma(p, r, self.splat(1.0));
+        p = self.fma(p, r, self.splat(1.0));
+        self.mul(p, self.shl23(t))
     }
 
     /// (sin x, cos x) for f32 `x` with |x| up to about 1e6: Cody-Waite reduction by pi/2 in two
@@ -280,8 +291,8 @@ unsafe impl Simd for Scalar {
         1.0 / a
     }
     #[inline(always)]
-    fn pow2i(self, n: f32) -> f32 {
-        f32::from_bits(((n as i32 + 127) as u32) << 23)
+    fn shl23(self, t: f32) -> f32 {
+        f32::from_bits(t.to_bits() << 23)
     }
     #[inline(always)]
     fn reduce_sum(self, v: f32) -> f32 {
@@ -320,13 +331,16 @@ mod x86 {
         }
     }
 
-    /// AVX-512 F/BW/VL/DQ + FMA + F16C: 16 lanes.
+    /// AVX-512 F/BW/VL/DQ + FMA + F16C: 16 lanes. With `BF16 = true` (the CPU also has
+    /// AVX512_BF16), bf16 stores round with `vcvtneps2bf16`: round to nearest even like the
+    /// software path, except that results below the smallest normal (|x| < 1.2e-38) flush to
+    /// zero, as the instruction always does.
     #[derive(Clone, Copy, Debug)]
-    pub struct Avx512(());
+    pub struct Avx512<const BF16: bool = false>(());
 
-    impl Avx512 {
+    impl<const BF16: bool> Avx512<BF16> {
         /// # Safety
-        /// The CPU must support AVX-512 F/BW/VL/DQ, FMA and F16C.
+        /// The CPU must support AVX-512 F/BW/VL/DQ, FMA and F16C (and AVX512_BF16 when `BF16`).
         pub unsafe fn new_unchecked() -> Self {
             Avx512(())
         }
@@ -447,12 +461,9 @@ mod x86 {
             }
         }
         #[inline(always)]
-        fn pow2i(self, n: __m256) -> __m256 {
+        fn shl23(self, t: __m256) -> __m256 {
             // SAFETY: AVX2 present.
-            unsafe {
-                let i = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-                _mm256_castsi256_ps(_mm256_slli_epi32::<23>(i))
-            }
+            unsafe { _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t))) }
         }
         #[inline(always)]
         fn reduce_sum(self, v: __m256) -> f32 {
@@ -477,7 +488,7 @@ mod x86 {
     }
 
     // SAFETY: as for Avx2, with the AVX-512 features.
-    unsafe impl Simd for Avx512 {
+    unsafe impl<const BF16: bool> Simd for Avx512<BF16> {
         const LANES: usize = 16;
         type V = __m512;
 
@@ -506,6 +517,16 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn store_bf16(self, p: *mut u16, v: __m512) {
+            if BF16 {
+                // SAFETY: 16 writable u16 (caller); AVX512_BF16 present (type invariant).
+                unsafe {
+                    _mm256_storeu_si256(
+                        p as *mut __m256i,
+                        std::mem::transmute(_mm512_cvtneps_pbh(v)),
+                    )
+                }
+                return;
+            }
             // SAFETY: 16 writable u16 (caller).
             unsafe {
                 let b = _mm512_castps_si512(v);
@@ -581,12 +602,9 @@ mod x86 {
             }
         }
         #[inline(always)]
-        fn pow2i(self, n: __m512) -> __m512 {
+        fn shl23(self, t: __m512) -> __m512 {
             // SAFETY: AVX-512F present.
-            unsafe {
-                let i = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-                _mm512_castsi512_ps(_mm512_slli_epi32::<23>(i))
-            }
+            unsafe { _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_castps_si512(t))) }
         }
         #[inline(always)]
         fn reduce_sum(self, v: __m512) -> f32 {
@@ -597,6 +615,42 @@ mod x86 {
         fn reduce_max(self, v: __m512) -> f32 {
             // SAFETY: AVX-512F present.
             unsafe { _mm512_reduce_max_ps(v) }
+        }
+        /// As the generic `exp` (same clamp, so e^x stays finite and 1 / (1 + e^x) never meets
+        /// infinity), with `vscalefps` applying 2^n in one instruction. (`vrangeps` would clamp
+        /// |x| in one instruction instead of two, but turns NaN into the bound.)
+        #[inline(always)]
+        fn exp(self, x: __m512) -> __m512 {
+            const MAGIC: f32 = 12_582_912.0;
+            // SAFETY: AVX-512F/DQ present.
+            unsafe {
+                // x second: max/min return the second operand when one is NaN
+                let x = _mm512_min_ps(
+                    _mm512_set1_ps(88.0),
+                    _mm512_max_ps(_mm512_set1_ps(-87.0), x),
+                );
+                let t = _mm512_fmadd_ps(
+                    x,
+                    _mm512_set1_ps(std::f32::consts::LOG2_E),
+                    _mm512_set1_ps(MAGIC),
+                );
+                let n = _mm512_sub_ps(t, _mm512_set1_ps(MAGIC));
+                let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693_359_4), x);
+                let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
+                let mut p = _mm512_set1_ps(1.987_569_1e-4);
+                for c in [
+                    1.398_199_9e-3,
+                    8.333_452e-3,
+                    4.166_579_6e-2,
+                    1.666_666_5e-1,
+                    5.000_000_1e-1,
+                    1.0,
+                    1.0,
+                ] {
+                    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+                }
+                _mm512_scalef_ps(p, n)
+            }
         }
         #[inline(always)]
         fn reduce_lanes(self, v: &[__m512]) -> __m512 {
@@ -694,11 +748,18 @@ impl Elem for f16 {
 macro_rules! multiversion {
     ($body:ident, [$($g:ident : $bound:path),*], ($($arg:ident : $ty:ty),*)) => {{
         #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")]
+        unsafe fn v5<$($g: $bound),*>($($arg: $ty),*) {
+            // SAFETY: this function only runs after AVX-512 and AVX512_BF16 were detected.
+            unsafe { $body::<$crate::kernels::cpu::simd::Avx512<true> $(, $g)*>(
+                $crate::kernels::cpu::simd::Avx512::<true>::new_unchecked() $(, $arg)*) }
+        }
+        #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
         unsafe fn v4<$($g: $bound),*>($($arg: $ty),*) {
             // SAFETY: this function only runs after AVX-512 was detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx512 $(, $g)*>(
-                $crate::kernels::cpu::simd::Avx512::new_unchecked() $(, $arg)*) }
+                $crate::kernels::cpu::simd::Avx512::<false>::new_unchecked() $(, $arg)*) }
         }
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -708,6 +769,8 @@ macro_rules! multiversion {
                 $crate::kernels::cpu::simd::Avx2::new_unchecked() $(, $arg)*) }
         }
         match $crate::kernels::cpu::simd::level() {
+            #[cfg(target_arch = "x86_64")]
+            $crate::kernels::cpu::simd::Level::Avx512Bf16 => v5::<$($g),*>($($arg),*),
             #[cfg(target_arch = "x86_64")]
             $crate::kernels::cpu::simd::Level::Avx512 => v4::<$($g),*>($($arg),*),
             #[cfg(target_arch = "x86_64")]
@@ -725,7 +788,7 @@ mod tests {
 
     #[test]
     fn exp_and_sincos_are_accurate_at_every_level() {
-        for want in [Level::Scalar, Level::Avx2, Level::Avx512] {
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
             let l = force_level(want);
             let xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) * 0.0434).collect();
             let mut e = vec![0f32; xs.len()];
@@ -746,6 +809,102 @@ mod tests {
                 assert!((c[i] as f64 - ang.cos()).abs() < 3e-7, "{l:?} cos({ang})");
             }
         }
-        force_level(Level::Avx512);
+        force_level(Level::Avx512Bf16);
+    }
+
+    #[test]
+    fn exp_edges_agree_at_every_level() {
+        let xs = [
+            f32::NEG_INFINITY,
+            -1e30,
+            -100.0,
+            -88.5,
+            88.5,
+            100.0,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
+            let l = force_level(want);
+            let mut xs16 = [0f32; 16];
+            xs16[..xs.len()].copy_from_slice(&xs);
+            let mut e = [0f32; 16];
+            let (mut s, mut c) = ([0f32; 16], [0f32; 16]);
+            // SAFETY: equal lengths.
+            unsafe { super::super::math_for_tests(&xs16, &mut e, &mut s, &mut c) };
+            for (i, &x) in xs.iter().enumerate() {
+                if x.is_nan() {
+                    assert!(e[i].is_nan(), "{l:?} exp(NaN) = {}", e[i]);
+                } else if x < 0.0 {
+                    assert!((0.0..1e-37).contains(&e[i]), "{l:?} exp({x}) = {}", e[i]);
+                } else {
+                    // clamped at 88: large but finite, so 1 / (1 + e) stays a number
+                    assert!(e[i].is_finite() && e[i] > 1e38, "{l:?} exp({x}) = {}", e[i]);
+                }
+            }
+        }
+        force_level(Level::Avx512Bf16);
+    }
+
+    /// The hardware bf16 store rounds exactly as the software one (nearest even, NaN stays a
+    /// quiet NaN), apart from results below the smallest normal, which it flushes to zero.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn hardware_bf16_store_matches_software_rounding() {
+        if !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512bf16"))
+        {
+            eprintln!("skipped: this CPU has no AVX512_BF16");
+            return;
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")]
+        unsafe fn both(x: &[f32; 16]) -> ([u16; 16], [u16; 16]) {
+            let (mut sw, mut hw) = ([0u16; 16], [0u16; 16]);
+            // SAFETY: the features were detected; 16 readable and writable elements.
+            unsafe {
+                let v = Avx512::<false>::new_unchecked().load(x.as_ptr());
+                Avx512::<false>::new_unchecked().store_bf16(sw.as_mut_ptr(), v);
+                Avx512::<true>::new_unchecked().store_bf16(hw.as_mut_ptr(), v);
+            }
+            (sw, hw)
+        }
+        let mut bits: u32 = 0x1234_5677;
+        let mut checked = 0;
+        for round in 0..40_000u32 {
+            let mut x = [0f32; 16];
+            for (k, v) in x.iter_mut().enumerate() {
+                bits = bits.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                // every 4th lane an exact tie (low 16 bits 0x8000) to test round-half-even
+                let b = if k % 4 == 0 {
+                    (bits & 0xffff_0000) | 0x8000
+                } else {
+                    bits
+                };
+                *v = f32::from_bits(if round == 0 && k < 4 {
+                    [0x7f80_0000, 0xff80_0000, 0x7fc0_0001, 0x7f7f_ffff][k]
+                } else {
+                    b
+                });
+            }
+            // SAFETY: detected above.
+            let (sw, hw) = unsafe { both(&x) };
+            for k in 0..16 {
+                if x[k].is_nan() {
+                    assert!(
+                        half::bf16::from_bits(hw[k]).is_nan(),
+                        "NaN {:#x}",
+                        x[k].to_bits()
+                    );
+                } else if x[k].abs() < f32::MIN_POSITIVE {
+                    assert_eq!(hw[k] & 0x7fff, 0, "subnormal {:#x} flushes", x[k].to_bits());
+                } else {
+                    assert_eq!(sw[k], hw[k], "x = {:e} ({:#x})", x[k], x[k].to_bits());
+                    assert_eq!(sw[k], half::bf16::from_f32(x[k]).to_bits());
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500_000);
     }
 }
