@@ -157,7 +157,7 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
         p = self.fma(p, r, self.splat(8.333_452e-3));
         p = self.fma(p, r, self.splat(4.166_579_6e-2));
         p = self.fma(p, r, self.splat(1.666_666_5e-1));
-        p = self.fma(p, r, self.splat(5.000_000_1e-1));
+        p = self.fma(p, r, self.splat(0.5));
         p = self.fma(p, r, self.splat(1.0));
         p = self.fma(p, r, self.splat(1.0));
         self.mul(p, self.shl23(t))
@@ -522,7 +522,7 @@ mod x86 {
                 unsafe {
                     _mm256_storeu_si256(
                         p as *mut __m256i,
-                        std::mem::transmute(_mm512_cvtneps_pbh(v)),
+                        std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)),
                     )
                 }
                 return;
@@ -643,7 +643,7 @@ mod x86 {
                     8.333_452e-3,
                     4.166_579_6e-2,
                     1.666_666_5e-1,
-                    5.000_000_1e-1,
+                    0.5,
                     1.0,
                     1.0,
                 ] {
