@@ -4,8 +4,8 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
-use super::{par_ranges, SendPtr, Strided};
+use super::simd::{multiversion, put, Elem, Scalar, Simd};
+use super::{par_ranges, stream_fence, stream_output, SendPtr, Strided};
 
 /// A binary element-wise operation on f32 lanes.
 pub trait BinaryOp: Copy + Send + Sync + 'static {
@@ -37,7 +37,7 @@ impl BinaryOp for SwiGluOp {
     }
 }
 
-/// Contiguous run of `n` elements. `c` may equal `a` or `b`.
+/// Contiguous run of `n` elements. `c` may equal `a` or `b`. `nt`: non-temporal stores.
 #[inline(always)]
 unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
     s: S,
@@ -45,23 +45,33 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
     a: *const T,
     b: *const T,
     n: usize,
+    nt: bool,
 ) {
     let l = S::LANES;
     let mut i = 0;
     // SAFETY: every access is below n; an exact alias is read before it is written.
     unsafe {
+        if nt {
+            // streaming stores need vector-aligned addresses: a scalar head first
+            let align = l * std::mem::size_of::<T>();
+            while i < n && (c.add(i) as usize) % align != 0 {
+                let v = O::apply(Scalar, T::load(Scalar, a.add(i)), T::load(Scalar, b.add(i)));
+                T::store(Scalar, c.add(i), v);
+                i += 1;
+            }
+        }
         while i + 2 * l <= n {
             let x0 = T::load(s, a.add(i));
             let y0 = T::load(s, b.add(i));
             let x1 = T::load(s, a.add(i + l));
             let y1 = T::load(s, b.add(i + l));
-            T::store(s, c.add(i), O::apply(s, x0, y0));
-            T::store(s, c.add(i + l), O::apply(s, x1, y1));
+            put(s, nt, c.add(i), O::apply(s, x0, y0));
+            put(s, nt, c.add(i + l), O::apply(s, x1, y1));
             i += 2 * l;
         }
         while i + l <= n {
             let v = O::apply(s, T::load(s, a.add(i)), T::load(s, b.add(i)));
-            T::store(s, c.add(i), v);
+            put(s, nt, c.add(i), v);
             i += l;
         }
         while i < n {
@@ -108,6 +118,7 @@ pub unsafe fn binary_contiguous<T: Elem, O: BinaryOp>(
     n: usize,
 ) {
     let (cp, ap, bp) = (SendPtr(c), SendPtr::from_const(a), SendPtr::from_const(b));
+    let nt = stream_output(n * std::mem::size_of::<T>());
     par_ranges(n, 3 * std::mem::size_of::<T>(), 16 * 1024, |r| {
         let (c, a, b, n) = (
             // SAFETY: r is inside 0..n.
@@ -120,7 +131,10 @@ pub unsafe fn binary_contiguous<T: Elem, O: BinaryOp>(
         );
         // SAFETY: disjoint range of valid elements.
         unsafe {
-            multiversion!(binary_body, [T: Elem, O: BinaryOp], (c: *mut T, a: *const T, b: *const T, n: usize))
+            multiversion!(binary_body, [T: Elem, O: BinaryOp], (c: *mut T, a: *const T, b: *const T, n: usize, nt: bool))
+        }
+        if nt {
+            stream_fence();
         }
     });
 }
@@ -139,6 +153,7 @@ pub unsafe fn binary_strided<T: Elem, O: BinaryOp>(
     let (cp, ap, bp) = (SendPtr(c), SendPtr::from_const(a), SendPtr::from_const(b));
     let inner = layout.inner();
     let unit = (0..3).all(|k| layout.inner_stride(k) == 1);
+    let nt = unit && stream_output(layout.rows() * inner * std::mem::size_of::<T>());
     let (sc, sa, sb) = (
         layout.inner_stride(0),
         layout.inner_stride(1),
@@ -163,12 +178,15 @@ pub unsafe fn binary_strided<T: Elem, O: BinaryOp>(
                 if unit {
                     // SAFETY: a contiguous row.
                     unsafe {
-                        multiversion!(binary_body, [T: Elem, O: BinaryOp], (c: *mut T, a: *const T, b: *const T, n: usize))
+                        multiversion!(binary_body, [T: Elem, O: BinaryOp], (c: *mut T, a: *const T, b: *const T, n: usize, nt: bool))
                     }
                 } else {
                     // SAFETY: a strided row.
                     unsafe { binary_strided_body::<Scalar, T, O>(Scalar, c, a, b, n, sc, sa, sb) }
                 }
+            }
+            if nt {
+                stream_fence();
             }
         },
     );
@@ -202,4 +220,69 @@ named! {
     swiglu_f32, swiglu_strided_f32 = SwiGluOp, f32;
     swiglu_f16, swiglu_strided_f16 = SwiGluOp, f16;
     swiglu_bf16, swiglu_strided_bf16 = SwiGluOp, bf16;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outputs past `STREAM_MIN_BYTES` take the non-temporal path, with a scalar head up to the
+    /// vector alignment: misaligned, in place and odd-length runs give the same values as
+    /// element-by-element arithmetic.
+    #[test]
+    fn streamed_outputs_match_scalar_arithmetic() {
+        let n = super::super::STREAM_MIN_BYTES / 4 + 77;
+        assert!(stream_output(n * 4));
+        let a: Vec<f32> = (0..n + 3)
+            .map(|i| (i % 1013) as f32 * 0.37 - 100.0)
+            .collect();
+        let b: Vec<f32> = (0..n + 3).map(|i| (i % 917) as f32 * -0.21 + 3.0).collect();
+        for off in [0usize, 1, 3] {
+            let mut c = vec![f32::NAN; n + 3];
+            // SAFETY: n elements from `off` in each buffer.
+            unsafe {
+                add_f32(
+                    c[off..].as_mut_ptr(),
+                    a[off..].as_ptr(),
+                    b[off..].as_ptr(),
+                    n,
+                )
+            };
+            for i in off..off + n {
+                assert_eq!(c[i], a[i] + b[i], "add at {i} (offset {off})");
+            }
+            // in place: c = c + b
+            let mut c2 = a.clone();
+            let p = c2[off..].as_mut_ptr();
+            // SAFETY: exact alias of the output with the first input is allowed.
+            unsafe { add_f32(p, p, b[off..].as_ptr(), n) };
+            for i in off..off + n {
+                assert_eq!(c2[i], a[i] + b[i], "in-place add at {i} (offset {off})");
+            }
+        }
+        let ab: Vec<bf16> = a.iter().map(|&x| bf16::from_f32(x)).collect();
+        let bb: Vec<bf16> = b.iter().map(|&x| bf16::from_f32(x)).collect();
+        let n2 = 2 * n;
+        let ab2: Vec<bf16> = ab.iter().chain(ab.iter()).copied().collect();
+        let bb2: Vec<bf16> = bb.iter().chain(bb.iter()).copied().collect();
+        let mut c = vec![bf16::ZERO; n2 + 1];
+        // SAFETY: n2 elements from offset 1.
+        unsafe {
+            swiglu_bf16(
+                c[1..].as_mut_ptr(),
+                ab2[1..].as_ptr(),
+                bb2[1..].as_ptr(),
+                n2,
+            )
+        };
+        for i in 1..n2 + 1 {
+            let (g, u) = (ab2[i].to_f32() as f64, bb2[i].to_f32() as f64);
+            let want = u * g / (1.0 + (-g).exp());
+            let got = c[i].to_f32() as f64;
+            assert!(
+                (got - want).abs() <= 1e-2 * want.abs() + 1e-6,
+                "swiglu at {i}: {got} vs {want}"
+            );
+        }
+    }
 }

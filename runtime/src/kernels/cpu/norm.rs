@@ -4,8 +4,8 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
-use super::{par_ranges, SendPtr, Strided};
+use super::simd::{multiversion, put, Elem, Scalar, Simd};
+use super::{par_ranges, stream_fence, stream_output, SendPtr, Strided};
 
 #[inline(always)]
 unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
@@ -15,6 +15,7 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     w: *const W,
     d: usize,
     eps: f32,
+    nt: bool,
 ) {
     let l = S::LANES;
     // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
@@ -43,9 +44,18 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
         let r = 1.0 / (ss / d as f32 + eps).sqrt();
         let rv = s.splat(r);
         let mut i = 0;
+        if nt {
+            // streaming stores need vector-aligned addresses: a scalar head first
+            let align = l * std::mem::size_of::<T>();
+            while i < d && (y.add(i) as usize) % align != 0 {
+                let v = T::load(Scalar, x.add(i)) * r * W::load(Scalar, w.add(i));
+                T::store(Scalar, y.add(i), v);
+                i += 1;
+            }
+        }
         while i + l <= d {
             let v = s.mul(s.mul(T::load(s, x.add(i)), rv), W::load(s, w.add(i)));
-            T::store(s, y.add(i), v);
+            put(s, nt, y.add(i), v);
             i += l;
         }
         while i < d {
@@ -72,6 +82,7 @@ pub unsafe fn rms_norm<T: Elem, W: Elem>(
     let (yp, xp, wp) = (SendPtr(y), SendPtr::from_const(x), SendPtr::from_const(w));
     let (n_inner, ys, xs) = (rows.inner(), rows.inner_stride(0), rows.inner_stride(1));
     let n = rows.rows() * n_inner;
+    let nt = stream_output(n * d * std::mem::size_of::<T>());
     par_ranges(n, d * 2 * std::mem::size_of::<T>(), 4, |range| {
         for r in range {
             let off = rows.row_offsets(r / n_inner);
@@ -86,8 +97,11 @@ pub unsafe fn rms_norm<T: Elem, W: Elem>(
             };
             // SAFETY: as above.
             unsafe {
-                multiversion!(row_body, [T: Elem, W: Elem], (y: *mut T, x: *const T, w: *const W, d: usize, eps: f32))
+                multiversion!(row_body, [T: Elem, W: Elem], (y: *mut T, x: *const T, w: *const W, d: usize, eps: f32, nt: bool))
             }
+        }
+        if nt {
+            stream_fence();
         }
     });
 }

@@ -8,8 +8,8 @@ use std::cell::RefCell;
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
-use super::{par_ranges, SendPtr};
+use super::simd::{multiversion, put, Elem, Scalar, Simd};
+use super::{par_ranges, stream_fence, stream_output, SendPtr};
 
 thread_local! {
     static DENOMS: RefCell<(u32, usize, Vec<f32>)> = const { RefCell::new((0, 0, Vec::new())) };
@@ -69,6 +69,7 @@ unsafe fn rotate_body<S: Simd, T: Elem>(
     sn: *const f32,
     cs: *const f32,
     h: usize,
+    nt: bool,
 ) {
     let l = S::LANES;
     let mut j = 0;
@@ -81,8 +82,8 @@ unsafe fn rotate_body<S: Simd, T: Elem>(
             let sv = s.load(sn.add(j));
             let ya = s.sub(s.mul(a, c), s.mul(b, sv));
             let yb = s.add(s.mul(b, c), s.mul(a, sv));
-            T::store(s, y.add(j), ya);
-            T::store(s, y.add(h + j), yb);
+            put(s, nt, y.add(j), ya);
+            put(s, nt, y.add(h + j), yb);
             j += l;
         }
         while j < h {
@@ -112,12 +113,13 @@ unsafe fn token_body<S: Simd, T: Elem>(
     x: *const T,
     xs1: isize,
     nhead: usize,
+    nt: bool,
 ) {
     // SAFETY: the caller's layout: nhead heads of 2h elements at the given strides.
     unsafe {
         sincos_body(s, pos, den, sn, cs, h);
         for hd in 0..nhead as isize {
-            rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h);
+            rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h, nt);
         }
     }
 }
@@ -168,6 +170,7 @@ pub unsafe fn rope<T: Elem>(
 ) {
     let h = d / 2;
     let (yp, xp) = (SendPtr(y), SendPtr::from_const(x));
+    let nt = stream_output(seq * nhead * d * std::mem::size_of::<T>());
     with_denominators(theta, d, |den| {
         let denp = SendPtr::from_const(den.as_ptr());
         par_ranges(seq, nhead * d * 2 * std::mem::size_of::<T>(), 1, |range| {
@@ -188,8 +191,11 @@ pub unsafe fn rope<T: Elem>(
                 let (ys1, xs1) = (ys[1], xs[1]);
                 // SAFETY: h entries in each buffer; nhead heads at the given strides.
                 unsafe {
-                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize))
+                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize, nt: bool))
                 };
+            }
+            if nt {
+                stream_fence();
             }
             drop((sn, cs));
         });

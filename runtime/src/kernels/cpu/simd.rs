@@ -105,6 +105,30 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     unsafe fn store_bf16(self, p: *mut u16, v: Self::V);
     unsafe fn load_f16(self, p: *const u16) -> Self::V;
     unsafe fn store_f16(self, p: *mut u16, v: Self::V);
+    /// As `store`, with a non-temporal hint (the line bypasses the caches, so no
+    /// read-for-ownership) when `p` is aligned to the vector size; misaligned, a plain store.
+    /// Worth it only for outputs much larger than the caches; `fence` must run before the
+    /// data is handed to another thread.
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32, v: Self::V) {
+        // SAFETY: forwarded contract.
+        unsafe { self.store(p, v) }
+    }
+    /// `store_bf16` with the hint of `stream`.
+    #[inline(always)]
+    unsafe fn stream_bf16(self, p: *mut u16, v: Self::V) {
+        // SAFETY: forwarded contract.
+        unsafe { self.store_bf16(p, v) }
+    }
+    /// `store_f16` with the hint of `stream`.
+    #[inline(always)]
+    unsafe fn stream_f16(self, p: *mut u16, v: Self::V) {
+        // SAFETY: forwarded contract.
+        unsafe { self.store_f16(p, v) }
+    }
+    /// Orders earlier non-temporal stores before later stores (`sfence`).
+    #[inline(always)]
+    fn fence(self) {}
     fn add(self, a: Self::V, b: Self::V) -> Self::V;
     fn sub(self, a: Self::V, b: Self::V) -> Self::V;
     fn mul(self, a: Self::V, b: Self::V) -> Self::V;
@@ -329,6 +353,21 @@ mod x86 {
         pub unsafe fn new_unchecked() -> Self {
             Avx2(())
         }
+
+        /// 8 lanes rounded to bf16 (nearest even; NaN becomes the quiet NaN 0x7fc0).
+        #[inline(always)]
+        fn pack_bf16(self, v: __m256) -> __m128i {
+            // SAFETY: AVX2 present (type invariant).
+            unsafe {
+                let b = _mm256_castps_si256(v);
+                let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(b), _mm256_set1_epi32(1));
+                let r = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb);
+                let r = _mm256_srli_epi32::<16>(r);
+                let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+                let r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+                _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r))
+            }
+        }
     }
 
     /// AVX-512 F/BW/VL/DQ + FMA + F16C: 16 lanes. With `BF16 = true` (the CPU also has
@@ -343,6 +382,25 @@ mod x86 {
         /// The CPU must support AVX-512 F/BW/VL/DQ, FMA and F16C (and AVX512_BF16 when `BF16`).
         pub unsafe fn new_unchecked() -> Self {
             Avx512(())
+        }
+
+        /// 16 lanes rounded to bf16 (nearest even; NaN stays a quiet NaN).
+        #[inline(always)]
+        fn pack_bf16(self, v: __m512) -> __m256i {
+            if BF16 {
+                // SAFETY: AVX512_BF16 present (type invariant).
+                return unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) };
+            }
+            // SAFETY: AVX-512F/BW present (type invariant).
+            unsafe {
+                let b = _mm512_castps_si512(v);
+                let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+                let r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb);
+                let r = _mm512_srli_epi32::<16>(r);
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                let r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
+                _mm512_cvtepi32_epi16(r)
+            }
         }
     }
 
@@ -380,16 +438,17 @@ mod x86 {
         #[inline(always)]
         unsafe fn store_bf16(self, p: *mut u16, v: __m256) {
             // SAFETY: 8 writable u16 (caller); AVX2 present.
+            unsafe { _mm_storeu_si128(p as *mut __m128i, self.pack_bf16(v)) }
+        }
+        #[inline(always)]
+        unsafe fn stream_bf16(self, p: *mut u16, v: __m256) {
+            // SAFETY: 8 writable u16 (caller), 16-byte aligned for the streaming store.
             unsafe {
-                let b = _mm256_castps_si256(v);
-                let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(b), _mm256_set1_epi32(1));
-                let r = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb);
-                let r = _mm256_srli_epi32::<16>(r);
-                let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                let r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
-                let packed =
-                    _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
-                _mm_storeu_si128(p as *mut __m128i, packed)
+                if (p as usize) % 16 == 0 {
+                    _mm_stream_si128(p as *mut __m128i, self.pack_bf16(v))
+                } else {
+                    _mm_storeu_si128(p as *mut __m128i, self.pack_bf16(v))
+                }
             }
         }
         #[inline(always)]
@@ -406,6 +465,34 @@ mod x86 {
                     _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
                 )
             }
+        }
+        #[inline(always)]
+        unsafe fn stream_f16(self, p: *mut u16, v: __m256) {
+            // SAFETY: 8 writable u16 (caller), 16-byte aligned for the streaming store.
+            unsafe {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                if (p as usize) % 16 == 0 {
+                    _mm_stream_si128(p as *mut __m128i, h)
+                } else {
+                    _mm_storeu_si128(p as *mut __m128i, h)
+                }
+            }
+        }
+        #[inline(always)]
+        unsafe fn stream(self, p: *mut f32, v: __m256) {
+            // SAFETY: 8 writable floats (caller), 32-byte aligned for the streaming store.
+            unsafe {
+                if (p as usize) % 32 == 0 {
+                    _mm256_stream_ps(p, v)
+                } else {
+                    _mm256_storeu_ps(p, v)
+                }
+            }
+        }
+        #[inline(always)]
+        fn fence(self) {
+            // SAFETY: SSE is baseline on x86_64.
+            unsafe { _mm_sfence() }
         }
         #[inline(always)]
         fn add(self, a: __m256, b: __m256) -> __m256 {
@@ -517,25 +604,18 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn store_bf16(self, p: *mut u16, v: __m512) {
-            if BF16 {
-                // SAFETY: 16 writable u16 (caller); AVX512_BF16 present (type invariant).
-                unsafe {
-                    _mm256_storeu_si256(
-                        p as *mut __m256i,
-                        std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)),
-                    )
-                }
-                return;
-            }
             // SAFETY: 16 writable u16 (caller).
+            unsafe { _mm256_storeu_si256(p as *mut __m256i, self.pack_bf16(v)) }
+        }
+        #[inline(always)]
+        unsafe fn stream_bf16(self, p: *mut u16, v: __m512) {
+            // SAFETY: 16 writable u16 (caller), 32-byte aligned for the streaming store.
             unsafe {
-                let b = _mm512_castps_si512(v);
-                let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
-                let r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb);
-                let r = _mm512_srli_epi32::<16>(r);
-                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                let r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
-                _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtepi32_epi16(r))
+                if (p as usize) % 32 == 0 {
+                    _mm256_stream_si256(p as *mut __m256i, self.pack_bf16(v))
+                } else {
+                    _mm256_storeu_si256(p as *mut __m256i, self.pack_bf16(v))
+                }
             }
         }
         #[inline(always)]
@@ -547,6 +627,34 @@ mod x86 {
         unsafe fn store_f16(self, p: *mut u16, v: __m512) {
             // SAFETY: 16 writable u16 (caller).
             unsafe { _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtps_ph::<RNE>(v)) }
+        }
+        #[inline(always)]
+        unsafe fn stream_f16(self, p: *mut u16, v: __m512) {
+            // SAFETY: 16 writable u16 (caller), 32-byte aligned for the streaming store.
+            unsafe {
+                let h = _mm512_cvtps_ph::<RNE>(v);
+                if (p as usize) % 32 == 0 {
+                    _mm256_stream_si256(p as *mut __m256i, h)
+                } else {
+                    _mm256_storeu_si256(p as *mut __m256i, h)
+                }
+            }
+        }
+        #[inline(always)]
+        unsafe fn stream(self, p: *mut f32, v: __m512) {
+            // SAFETY: 16 writable floats (caller), 64-byte aligned for the streaming store.
+            unsafe {
+                if (p as usize) % 64 == 0 {
+                    _mm512_stream_ps(p, v)
+                } else {
+                    _mm512_storeu_ps(p, v)
+                }
+            }
+        }
+        #[inline(always)]
+        fn fence(self) {
+            // SAFETY: SSE is baseline on x86_64.
+            unsafe { _mm_sfence() }
         }
         #[inline(always)]
         fn add(self, a: __m512, b: __m512) -> __m512 {
@@ -673,6 +781,11 @@ pub trait Elem: Copy + Send + Sync + 'static {
     /// # Safety
     /// `p` must be writable for `S::LANES` elements.
     unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V);
+    /// `store` with a non-temporal hint (see `Simd::stream`).
+    ///
+    /// # Safety
+    /// As `store`.
+    unsafe fn stream<S: Simd>(s: S, p: *mut Self, v: S::V);
     fn to_f32(self) -> f32;
     fn from_f32(x: f32) -> Self;
 }
@@ -682,6 +795,11 @@ impl Elem for f32 {
     unsafe fn load<S: Simd>(s: S, p: *const f32) -> S::V {
         // SAFETY: forwarded contract.
         unsafe { s.load(p) }
+    }
+    #[inline(always)]
+    unsafe fn stream<S: Simd>(s: S, p: *mut f32, v: S::V) {
+        // SAFETY: forwarded contract.
+        unsafe { s.stream(p, v) }
     }
     #[inline(always)]
     unsafe fn store<S: Simd>(s: S, p: *mut f32, v: S::V) {
@@ -705,6 +823,11 @@ impl Elem for bf16 {
         unsafe { s.load_bf16(p as *const u16) }
     }
     #[inline(always)]
+    unsafe fn stream<S: Simd>(s: S, p: *mut bf16, v: S::V) {
+        // SAFETY: forwarded contract.
+        unsafe { s.stream_bf16(p as *mut u16, v) }
+    }
+    #[inline(always)]
     unsafe fn store<S: Simd>(s: S, p: *mut bf16, v: S::V) {
         // SAFETY: as above.
         unsafe { s.store_bf16(p as *mut u16, v) }
@@ -726,6 +849,11 @@ impl Elem for f16 {
         unsafe { s.load_f16(p as *const u16) }
     }
     #[inline(always)]
+    unsafe fn stream<S: Simd>(s: S, p: *mut f16, v: S::V) {
+        // SAFETY: forwarded contract.
+        unsafe { s.stream_f16(p as *mut u16, v) }
+    }
+    #[inline(always)]
     unsafe fn store<S: Simd>(s: S, p: *mut f16, v: S::V) {
         // SAFETY: as above.
         unsafe { s.store_f16(p as *mut u16, v) }
@@ -737,6 +865,22 @@ impl Elem for f16 {
     #[inline(always)]
     fn from_f32(x: f32) -> f16 {
         f16::from_f32(x)
+    }
+}
+
+/// `T::stream` when `nt`, else `T::store` (`nt` is loop-invariant, so the branch is free).
+///
+/// # Safety
+/// As `Elem::store`.
+#[inline(always)]
+pub unsafe fn put<S: Simd, T: Elem>(s: S, nt: bool, p: *mut T, v: S::V) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if nt {
+            T::stream(s, p, v)
+        } else {
+            T::store(s, p, v)
+        }
     }
 }
 
