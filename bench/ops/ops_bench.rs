@@ -23,9 +23,36 @@ use half::bf16;
 use rayon::prelude::*;
 use tvm_ffi::anyffi::abi::{kDLBfloat, kDLCPU, kDLFloat, kDLInt, DLDataType, DLDevice, DLTensor};
 use tvm_ffi::anyffi::{AnyView, Function};
+use tvm_ffi::device::caching::CPU_ALLOCATOR;
+
+/// Memory from the runtime's CPU allocator (what `runtime.empty` hands out: 64-byte aligned,
+/// huge-page eligible from 4 MiB, as numpy's large arrays are), zero-filled.
+struct Block {
+    p: *mut u8,
+    n: usize,
+}
+
+impl Block {
+    fn new(n: usize) -> Block {
+        let p = CPU_ALLOCATOR.alloc(n.max(1)).expect("allocation");
+        // SAFETY: a fresh block of at least n bytes.
+        unsafe { std::ptr::write_bytes(p, 0, n) };
+        Block { p, n }
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: n bytes owned by this block.
+        unsafe { std::slice::from_raw_parts_mut(self.p, self.n) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        CPU_ALLOCATOR.free(self.p).expect("free");
+    }
+}
 
 struct Buf {
-    _mem: Vec<u64>,
+    _mem: Block,
     _shape: Vec<i64>,
     dl: Box<DLTensor>,
 }
@@ -34,8 +61,8 @@ impl Buf {
     fn new(shape: &[i64], dtype: DLDataType, fill: impl Fn(usize) -> f32) -> Buf {
         let n: i64 = shape.iter().product();
         let esize = dtype.bits as usize / 8;
-        let mut mem = vec![0u64; (n as usize * esize).div_ceil(8).max(1)];
-        let p = mem.as_mut_ptr() as *mut u8;
+        let mut mem = Block::new(n as usize * esize);
+        let p = mem.as_mut_slice().as_mut_ptr();
         for i in 0..n as usize {
             let v = fill(i);
             // SAFETY: i < n elements of esize bytes.
@@ -50,7 +77,7 @@ impl Buf {
         }
         let mut shape = shape.to_vec();
         let dl = Box::new(DLTensor {
-            data: mem.as_mut_ptr() as *mut c_void,
+            data: p as *mut c_void,
             device: DLDevice {
                 device_type: kDLCPU,
                 device_id: 0,
@@ -118,12 +145,14 @@ fn build(case: &str) -> Runner {
     match parts[0] {
         "copy" => {
             let n = num(1) as usize / 2;
-            let src = vec![1u8; n];
-            let mut dst = vec![0u8; n];
+            let mut src = Block::new(n);
+            src.as_mut_slice().fill(1);
+            let mut dst = Block::new(n);
             Box::new(move || {
                 let chunk = n.div_ceil(2 * rayon::current_num_threads().max(1));
-                dst.par_chunks_mut(chunk)
-                    .zip(src.par_chunks(chunk))
+                dst.as_mut_slice()
+                    .par_chunks_mut(chunk)
+                    .zip(src.as_mut_slice().par_chunks(chunk))
                     .for_each(|(d, s)| d.copy_from_slice(s));
             })
         }

@@ -461,9 +461,11 @@ pub unsafe fn self_attention<T: Elem>(
             all_heads(p, &mut s, &mut l);
         }
     } else {
-        (0..pairs)
-            .into_par_iter()
-            .for_each_init(|| (Vec::new(), Vec::new()), |(s, l), p| all_heads(p, s, l));
+        super::install(|| {
+            (0..pairs)
+                .into_par_iter()
+                .for_each_init(|| (Vec::new(), Vec::new()), |(s, l), p| all_heads(p, s, l))
+        });
     }
     if chunks > 1 {
         for row in 0..rows {

@@ -80,28 +80,31 @@ pub unsafe fn gemm_f32(
     };
     // SAFETY: forwarded; the gemm crate computes dst := alpha*dst + beta*lhs*rhs, so our
     // (alpha, beta) map to its (beta, alpha).
+    // Run inside the kernels' pool so `Parallelism::Rayon` uses its threads.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.ptr,
-            c.cs,
-            c.rs,
-            beta != 0.0,
-            a.ptr,
-            a.cs,
-            a.rs,
-            b.ptr,
-            b.cs,
-            b.rs,
-            beta,
-            alpha,
-            false,
-            false,
-            false,
-            par,
-        )
+        super::install_raw(|| {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.ptr,
+                c.cs,
+                c.rs,
+                beta != 0.0,
+                a.ptr,
+                a.cs,
+                a.rs,
+                b.ptr,
+                b.cs,
+                b.rs,
+                beta,
+                alpha,
+                false,
+                false,
+                false,
+                par,
+            )
+        })
     }
 }
 

@@ -35,11 +35,12 @@ pub unsafe fn argmax<T: Elem>(vals: *const T, n: usize) -> (usize, T) {
     let best = if n <= 2 * per {
         scan(all, 0)
     } else {
-        let parts: Vec<(usize, f32)> = all
-            .par_chunks(per)
-            .enumerate()
-            .map(|(c, s)| scan(s, c * per))
-            .collect();
+        let parts: Vec<(usize, f32)> = super::install(|| {
+            all.par_chunks(per)
+                .enumerate()
+                .map(|(c, s)| scan(s, c * per))
+                .collect()
+        });
         let mut best = parts[0];
         for &p in &parts[1..] {
             if best.1.is_nan() {

@@ -16,6 +16,7 @@ pub mod sgemm_nt;
 pub mod simd;
 
 use std::ops::Range;
+use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
@@ -64,10 +65,95 @@ pub fn stream_fence() {
     }
 }
 
+/// The kernels' own thread pool (not rayon's global one, which belongs to the application):
+/// `ANYFFI_NUM_THREADS` threads (default: the CPUs this process may run on), worker `i`
+/// pinned to the `i`-th of those CPUs unless `ANYFFI_PIN_THREADS=0`.
+///
+/// Rationale for pinning: workers sleep between calls, and the scheduler's wake-up placement
+/// then often puts both of them on one core for tens of milliseconds; a memory-bound GEMV ran
+/// at half speed for stretches of 10-20 calls (performance log). OpenBLAS avoids this by
+/// spinning; pinned sleeping workers avoid it without burning a core.
+static POOL: LazyLock<Option<rayon::ThreadPool>> = LazyLock::new(build_pool);
+
+fn build_pool() -> Option<rayon::ThreadPool> {
+    let cpus = allowed_cpus();
+    let n = std::env::var("ANYFFI_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(cpus.len().max(1), |n| n.get())
+        });
+    let pin = n <= cpus.len() && std::env::var("ANYFFI_PIN_THREADS").map_or(true, |v| v != "0");
+    let mut b = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("anyffi-cpu-{i}"));
+    if pin {
+        b = b.start_handler(move |i| pin_to(cpus[i]));
+    }
+    // On failure (no threads can be spawned) the kernels fall back to rayon's global pool.
+    b.build().ok()
+}
+
+/// The CPUs in this process's affinity mask, in order.
+fn allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call writes at most its size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+                return (0..libc::CPU_SETSIZE as usize)
+                    .filter(|&c| libc::CPU_ISSET(c, &set))
+                    .collect();
+            }
+        }
+    }
+    Vec::new()
+}
+
+fn pin_to(_cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a valid one-CPU set for the calling thread; failure leaves the thread unpinned.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(_cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Runs `f` inside the kernels' pool, so the parallel loops in it use that pool.
+#[inline]
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match POOL.as_ref() {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
+/// `install` for a closure holding raw pointers (not `Send`).
+///
+/// # Safety
+/// Whatever `f` touches through its pointers must be valid to use from another thread while
+/// the caller waits (the caller blocks until `f` returns).
+pub unsafe fn install_raw(f: impl FnOnce()) {
+    struct AssertSend<F>(F);
+    // SAFETY: the caller vouches for the pointers; the caller blocks until f has run.
+    unsafe impl<F> Send for AssertSend<F> {}
+    let job = AssertSend(f);
+    install(move || {
+        let job = job;
+        (job.0)()
+    })
+}
+
 /// Threads in the pool.
 #[inline]
 pub fn threads() -> usize {
-    rayon::current_num_threads()
+    match POOL.as_ref() {
+        Some(p) => p.current_num_threads(),
+        None => rayon::current_num_threads(),
+    }
 }
 
 /// Calls `f` on disjoint ranges covering `0..n`, in parallel when `n * cost` (bytes or a
@@ -88,12 +174,14 @@ pub fn par_ranges(n: usize, cost: usize, min_items: usize, f: impl Fn(Range<usiz
         return;
     }
     let per = n.div_ceil(chunks);
-    (0..chunks).into_par_iter().for_each(|c| {
-        let start = c * per;
-        let end = ((c + 1) * per).min(n);
-        if start < end {
-            f(start..end);
-        }
+    install(|| {
+        (0..chunks).into_par_iter().for_each(|c| {
+            let start = c * per;
+            let end = ((c + 1) * per).min(n);
+            if start < end {
+                f(start..end);
+            }
+        })
     });
 }
 
@@ -207,5 +295,38 @@ pub(crate) unsafe fn math_for_tests(x: &[f32], e: &mut [f32], s: &mut [f32], c: 
             [],
             (xp: *const f32, ep: *mut f32, sp: *mut f32, cp: *mut f32, n: usize)
         )
+    }
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+
+    /// Parallel ranges run on the kernels' own pool (named workers), each worker pinned to one
+    /// CPU of the process's mask when the pool is no larger than the mask.
+    #[test]
+    fn ranges_run_on_the_pinned_kernel_pool() {
+        use std::sync::Mutex;
+        let seen = Mutex::new(Vec::new());
+        par_ranges(1 << 20, 1 << 10, 1, |r| {
+            let name = std::thread::current().name().map(str::to_owned);
+            seen.lock().unwrap().push((r.len(), name, allowed_cpus()));
+        });
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.iter().map(|s| s.0).sum::<usize>(), 1 << 20);
+        let cpus = allowed_cpus();
+        let pinned =
+            threads() <= cpus.len() && std::env::var("ANYFFI_PIN_THREADS").as_deref() != Ok("0");
+        for (_, name, mask) in &seen {
+            if threads() > 1 {
+                assert!(
+                    name.as_deref().unwrap_or("").starts_with("anyffi-cpu-"),
+                    "{name:?}"
+                );
+            }
+            if pinned && cfg!(target_os = "linux") && threads() > 1 {
+                assert_eq!(mask.len(), 1, "worker {name:?} mask {mask:?}");
+            }
+        }
     }
 }
