@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use tvm_ffi::anyffi::abi::{kDLBfloat, kDLCPU, kDLFloat, kDLInt, DLDataType, DLDevice, DLTensor};
 use tvm_ffi::anyffi::{AnyView, Function};
 use tvm_ffi::device::caching::CPU_ALLOCATOR;
+use tvm_ffi::kernels::cpu::{install, threads};
 
 /// Memory from the runtime's CPU allocator (what `runtime.empty` hands out: 64-byte aligned,
 /// huge-page eligible from 4 MiB, as numpy's large arrays are), zero-filled.
@@ -148,12 +149,15 @@ fn build(case: &str) -> Runner {
             let mut src = Block::new(n);
             src.as_mut_slice().fill(1);
             let mut dst = Block::new(n);
+            // On the kernels' (pinned) pool, like the ops it is compared with.
             Box::new(move || {
-                let chunk = n.div_ceil(2 * rayon::current_num_threads().max(1));
-                dst.as_mut_slice()
-                    .par_chunks_mut(chunk)
-                    .zip(src.as_mut_slice().par_chunks(chunk))
-                    .for_each(|(d, s)| d.copy_from_slice(s));
+                let chunk = n.div_ceil(2 * threads().max(1));
+                let (d, s) = (dst.as_mut_slice(), src.as_mut_slice());
+                install(|| {
+                    d.par_chunks_mut(chunk)
+                        .zip(s.par_chunks(chunk))
+                        .for_each(|(d, s)| d.copy_from_slice(s))
+                });
             })
         }
         "linear" => {
