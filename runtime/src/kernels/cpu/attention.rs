@@ -217,6 +217,123 @@ unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
     }
 }
 
+/// Scores of `grp` bf16 query rows (contiguous, `d` each) against `n` bf16 keys (row stride
+/// `ks`) with `vdpbf16ps`: each instruction multiplies 32 bf16 pairs exactly in f32 and adds
+/// them into 16 f32 lanes, so nothing is rounded to bf16 and no key is widened. The query row
+/// stays in registers (`d <= 256`); 16 keys at a time are reduced by one lane transpose, then
+/// scaled: `out[h * n + j] = scale * (q_h . k_j)`.
+///
+/// # Safety
+/// AVX-512 F/BW and AVX512_BF16 present; `d <= 256`; the rows are readable; `out` holds
+/// `grp * n` floats.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn scores_bf16_dp(
+    q: *const bf16,
+    k: *const bf16,
+    ks: usize,
+    n: usize,
+    d: usize,
+    grp: usize,
+    scale: f32,
+    out: *mut f32,
+) {
+    // SAFETY: forwarded contract; the const-size bodies unroll fully (a dynamic count left
+    // the 4-instruction chains per key unrolled and cost 2.7 cycles per instruction).
+    unsafe {
+        match (d.div_ceil(32), d % 32 == 0) {
+            (4, true) => scores_dp_body::<4, false>(q, k, ks, n, d, grp, scale, out),
+            (2, true) => scores_dp_body::<2, false>(q, k, ks, n, d, grp, scale, out),
+            (8, true) => scores_dp_body::<8, false>(q, k, ks, n, d, grp, scale, out),
+            (1, _) => scores_dp_body::<1, true>(q, k, ks, n, d, grp, scale, out),
+            (2, _) => scores_dp_body::<2, true>(q, k, ks, n, d, grp, scale, out),
+            (3, _) => scores_dp_body::<3, true>(q, k, ks, n, d, grp, scale, out),
+            (4, _) => scores_dp_body::<4, true>(q, k, ks, n, d, grp, scale, out),
+            (5, _) => scores_dp_body::<5, true>(q, k, ks, n, d, grp, scale, out),
+            (6, _) => scores_dp_body::<6, true>(q, k, ks, n, d, grp, scale, out),
+            (7, _) => scores_dp_body::<7, true>(q, k, ks, n, d, grp, scale, out),
+            _ => scores_dp_body::<8, true>(q, k, ks, n, d, grp, scale, out),
+        }
+    }
+}
+
+/// `scores_bf16_dp` for `NV = ceil(d / 32)` vectors per row; `MASKED`: the last one partial.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
+    q: *const bf16,
+    k: *const bf16,
+    ks: usize,
+    n: usize,
+    d: usize,
+    grp: usize,
+    scale: f32,
+    out: *mut f32,
+) {
+    use std::arch::x86_64::{
+        __m512, __m512bh, __mmask16, __mmask32, _mm512_add_ps, _mm512_dpbf16_ps,
+        _mm512_loadu_si512, _mm512_mask_storeu_ps, _mm512_maskz_loadu_epi16, _mm512_mul_ps,
+        _mm512_set1_ps, _mm512_setzero_ps,
+    };
+    let rem = d % 32;
+    let tail: __mmask32 = if rem == 0 { !0 } else { (1u32 << rem) - 1 };
+    // SAFETY: per the contract; masked loads read only the d elements of each row.
+    unsafe {
+        let ld = |p: *const bf16, v: usize| -> __m512bh {
+            std::mem::transmute(if MASKED && v + 1 == NV {
+                _mm512_maskz_loadu_epi16(tail, p.add(32 * v) as *const i16)
+            } else {
+                _mm512_loadu_si512(p.add(32 * v) as *const _)
+            })
+        };
+        let sv = _mm512_set1_ps(scale);
+        for hh in 0..grp {
+            let qrow = q.add(hh * d);
+            let qv: [__m512bh; NV] = std::array::from_fn(|v| ld(qrow, v));
+            let mut jb = 0;
+            while jb < n {
+                let nb = (n - jb).min(16);
+                let mut acc = [_mm512_setzero_ps(); 16];
+                if nb == 16 {
+                    for (t, a) in acc.iter_mut().enumerate() {
+                        let row = k.add((jb + t) * ks);
+                        *a = dot_dp::<NV>(&qv, |v| ld(row, v));
+                    }
+                } else {
+                    for (t, a) in acc.iter_mut().enumerate().take(nb) {
+                        let row = k.add((jb + t) * ks);
+                        *a = dot_dp::<NV>(&qv, |v| ld(row, v));
+                    }
+                }
+                let r = _mm512_mul_ps(crate::kernels::cpu::sgemm_nt::reduce16(&acc), sv);
+                _mm512_mask_storeu_ps(out.add(hh * n + jb), ((1u32 << nb) - 1) as __mmask16, r);
+                jb += nb;
+            }
+        }
+    }
+
+    /// One key's partial dot-product vector: two accumulator chains over the NV pairs.
+    #[inline(always)]
+    unsafe fn dot_dp<const NV: usize>(
+        qv: &[__m512bh; NV],
+        kv: impl Fn(usize) -> __m512bh,
+    ) -> __m512 {
+        // SAFETY: the enclosing function's features; `kv` reads inside the row.
+        unsafe {
+            let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+            for v in 0..NV {
+                if v % 2 == 0 {
+                    a0 = _mm512_dpbf16_ps(a0, qv[v], kv(v));
+                } else {
+                    a1 = _mm512_dpbf16_ps(a1, qv[v], kv(v));
+                }
+            }
+            _mm512_add_ps(a0, a1)
+        }
+    }
+}
+
 /// One item: KV head `g`, query row `i`, keys `j0..j1`. Writes `m[G]`, `lsum[G]`,
 /// `acc[G * dv]` (unnormalised).
 #[inline(always)]
@@ -256,7 +373,26 @@ unsafe fn item_body<S: Simd, T: Elem>(
         let use_tiles = crate::kernels::cpu::sgemm_nt::available() && n > 0;
         #[cfg(not(target_arch = "x86_64"))]
         let use_tiles = false;
-        if use_tiles {
+        #[cfg(target_arch = "x86_64")]
+        let use_dp = std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>()
+            && dm.d <= 256
+            && n > 0
+            && crate::kernels::cpu::gemv::bf16_dot_available();
+        #[cfg(not(target_arch = "x86_64"))]
+        let use_dp = false;
+        if use_dp {
+            #[cfg(target_arch = "x86_64")]
+            scores_bf16_dp(
+                q.add((i * dm.h + g * grp) * dm.d) as *const bf16,
+                kbase as *const bf16,
+                ks,
+                n,
+                dm.d,
+                grp,
+                dm.scale,
+                sc,
+            );
+        } else if use_tiles {
             // Scores as a small NT GEMM (heads x keys over d): 4x4 register tiles reuse each
             // loaded q and k vector four times.
             let (kf, ldk) = if std::mem::size_of::<T>() == 4 {
