@@ -101,3 +101,35 @@ def test_concurrent_function_creation(t):
             assert t.apply(f) == j * 2
 
     assert run_threads(work) == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_ops_work_in_a_forked_child():
+    # The kernels' thread pool does not survive fork(); a child must build its own rather than
+    # wait forever for the parent's workers (multiprocessing's default start method on Linux).
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    if anyffi.get_global_func("ops.add", allow_missing=True) is None:
+        pytest.skip("ops.* not in this library")
+    code = textwrap.dedent(
+        """
+        import os, numpy as np, anyffi
+        a = np.ones((512, 4096), np.float32)  # large enough to run on the pool
+        anyffi.ops.add(a, a)
+        pid = os.fork()
+        if pid == 0:
+            c = anyffi.ops.add(a, a).numpy()
+            os._exit(0 if float(c[511, 4095]) == 2.0 else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert "child exit 0" in out.stdout, (out.stdout, out.stderr)

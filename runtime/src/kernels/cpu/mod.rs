@@ -16,7 +16,8 @@ pub mod sgemm_nt;
 pub mod simd;
 
 use std::ops::Range;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Mutex, Once};
 
 use rayon::prelude::*;
 
@@ -67,13 +68,49 @@ pub fn stream_fence() {
 
 /// The kernels' own thread pool (not rayon's global one, which belongs to the application):
 /// `ANYFFI_NUM_THREADS` threads (default: the CPUs this process may run on), worker `i`
-/// pinned to the `i`-th of those CPUs unless `ANYFFI_PIN_THREADS=0`.
+/// pinned to the `i`-th of those CPUs unless `ANYFFI_PIN_THREADS=0`. Built on first use; a
+/// forked child starts over with a new pool (the parent's workers do not exist in the child,
+/// and waiting for them would hang).
 ///
 /// Rationale for pinning: workers sleep between calls, and the scheduler's wake-up placement
 /// then often puts both of them on one core for tens of milliseconds; a memory-bound GEMV ran
 /// at half speed for stretches of 10-20 calls (performance log). OpenBLAS avoids this by
 /// spinning; pinned sleeping workers avoid it without burning a core.
-static POOL: LazyLock<Option<rayon::ThreadPool>> = LazyLock::new(build_pool);
+static POOL: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
+static POOL_BUILD: Mutex<()> = Mutex::new(());
+static ATFORK: Once = Once::new();
+
+/// The pool, built on first use (None if no thread could be started).
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    let p = POOL.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: pools are leaked, never freed, so the reference lives for the process.
+        return Some(unsafe { &*p });
+    }
+    let _guard = POOL_BUILD.lock();
+    let p = POOL.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: as above.
+        return Some(unsafe { &*p });
+    }
+    ATFORK.call_once(|| {
+        #[cfg(unix)]
+        // SAFETY: registers a plain function with no captured state.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(forget_pool_in_child));
+        }
+    });
+    let pool = Box::leak(Box::new(build_pool()?));
+    POOL.store(pool, Ordering::Release);
+    Some(pool)
+}
+
+/// `pthread_atfork` child handler: the parent's pool threads are gone in the child; drop the
+/// reference (the pool object is leaked, never joined) so the next kernel builds a new pool.
+#[cfg(unix)]
+extern "C" fn forget_pool_in_child() {
+    POOL.store(std::ptr::null_mut(), Ordering::Release);
+}
 
 fn build_pool() -> Option<rayon::ThreadPool> {
     let cpus = allowed_cpus();
@@ -125,7 +162,7 @@ fn pin_to(_cpu: usize) {
 /// Runs `f` inside the kernels' pool, so the parallel loops in it use that pool.
 #[inline]
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    match POOL.as_ref() {
+    match pool() {
         Some(p) => p.install(f),
         None => f(),
     }
@@ -150,7 +187,7 @@ pub unsafe fn install_raw(f: impl FnOnce()) {
 /// Threads in the pool.
 #[inline]
 pub fn threads() -> usize {
-    match POOL.as_ref() {
+    match pool() {
         Some(p) => p.current_num_threads(),
         None => rayon::current_num_threads(),
     }
