@@ -8,7 +8,6 @@
 //! normally at load time) serialise on one mutex.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::LazyLock;
@@ -42,6 +41,35 @@ pub struct TypeEntry {
 }
 
 impl TypeEntry {
+    /// Owned copies of a registration's `(name, doc, metadata)` byte arrays, kept as long as
+    /// the entry (the caller's buffers may go away after the call).
+    fn keep_text(
+        &mut self,
+        name: &TVMFFIByteArray,
+        doc: &TVMFFIByteArray,
+        metadata: &TVMFFIByteArray,
+    ) -> [TVMFFIByteArray; 3] {
+        [name, doc, metadata].map(|b| leak_bytes(&mut self.strings, b))
+    }
+
+    /// ValueError if a field called `name` is already registered on this type.
+    fn check_new_field(&self, name: &TVMFFIByteArray) -> Result<()> {
+        // SAFETY: the caller passes a valid byte array.
+        let name = unsafe { byte_array_str(name) };
+        // SAFETY: field names are kept as owned copies in `strings`.
+        if self
+            .fields
+            .iter()
+            .any(|f| unsafe { byte_array_str(&f.name) } == name)
+        {
+            return Err(Error::value_error(format!(
+                "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
+                self.key
+            )));
+        }
+        Ok(())
+    }
+
     /// The type key.
     pub fn key(&self) -> &str {
         &self.key
@@ -659,17 +687,7 @@ impl Table {
     fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
         let mut w = self.writer.lock();
         let e = self.entry_mut(&mut w, index, "TVMFFITypeRegisterField")?;
-        // SAFETY: the caller passes valid byte arrays.
-        let name = unsafe { byte_array_str(&info.name) }.into_owned();
-        if e.fields.iter().any(|f| {
-            // SAFETY: field names are kept as owned copies in `strings`.
-            (unsafe { byte_array_str(&f.name) }) == name
-        }) {
-            return Err(Error::value_error(format!(
-                "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
-                e.key
-            )));
-        }
+        e.check_new_field(&info.name)?;
         let default = if info.flags & kTVMFFIFieldFlagBitMaskHasDefault != 0 {
             // SAFETY: the caller passes a valid view; we keep an owned copy.
             unsafe { Any::copy_from_raw_view(&info.default_value_or_factory) }?.into_raw()
@@ -681,10 +699,11 @@ impl Table {
             // SAFETY: the flag says the setter is a live Function handle; we retain it.
             unsafe { crate::object::inc_ref(setter as *mut TVMFFIObject) };
         }
+        let [name, doc, metadata] = e.keep_text(&info.name, &info.doc, &info.metadata);
         let copy = TVMFFIFieldInfo {
-            name: leak_bytes(&mut e.strings, &info.name),
-            doc: leak_bytes(&mut e.strings, &info.doc),
-            metadata: leak_bytes(&mut e.strings, &info.metadata),
+            name,
+            doc,
+            metadata,
             default_value_or_factory: default,
             setter,
             ..*info
@@ -700,10 +719,11 @@ impl Table {
         let e = self.entry_mut(&mut w, index, "TVMFFITypeRegisterMethod")?;
         // SAFETY: the caller passes a valid view; we keep an owned copy.
         let method = unsafe { Any::copy_from_raw_view(&info.method) }?.into_raw();
+        let [name, doc, metadata] = e.keep_text(&info.name, &info.doc, &info.metadata);
         let copy = TVMFFIMethodInfo {
-            name: leak_bytes(&mut e.strings, &info.name),
-            doc: leak_bytes(&mut e.strings, &info.doc),
-            metadata: leak_bytes(&mut e.strings, &info.metadata),
+            name,
+            doc,
+            metadata,
             method,
             ..*info
         };
@@ -791,10 +811,6 @@ pub fn registered_keys() -> Vec<String> {
     v.into_iter().map(|(_, k)| k).collect()
 }
 
-/// Unused hook to keep `c_void` imported for the doc links above.
-#[allow(dead_code)]
-fn _unused(_: *mut c_void) {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -854,5 +870,46 @@ mod tests {
             "depth mismatch"
         );
         assert!(get_or_alloc_index("tt.Conflict", 65, 1, 0, false, 64).is_err());
+    }
+
+    #[test]
+    fn registered_text_is_copied_and_field_names_are_unique() {
+        let ti = get_or_alloc_index("tt.Fields", -1, 1, 0, true, kTVMFFIObject).unwrap();
+        let bytes = |s: &[u8]| TVMFFIByteArray {
+            data: s.as_ptr() as *const _,
+            size: s.len(),
+        };
+        let mut name = b"x".to_vec();
+        let mut doc = b"the x".to_vec();
+        let field = TVMFFIFieldInfo {
+            name: bytes(&name),
+            doc: bytes(&doc),
+            metadata: bytes(b""),
+            flags: 0,
+            size: 8,
+            alignment: 8,
+            offset: 24,
+            getter: None,
+            setter: ptr::null_mut(),
+            default_value_or_factory: TVMFFIAny::NONE,
+            field_static_type_index: kTVMFFIInt,
+        };
+        register_field(ti, &field).unwrap();
+        let err = register_field(ti, &field).unwrap_err();
+        assert!(err
+            .message()
+            .contains("field `x` is already registered on type `tt.Fields`"));
+        // The caller's buffers may change or go away: the table kept its own copies.
+        name.fill(b'?');
+        doc.fill(b'?');
+        let e = type_entry(ti).unwrap();
+        assert_eq!(e.fields().len(), 1);
+        // SAFETY: the table's own copies.
+        unsafe {
+            assert_eq!(byte_array_str(&e.fields()[0].name), "x");
+            assert_eq!(byte_array_str(&e.fields()[0].doc), "the x");
+            assert!(e.fields()[0].metadata.data.is_null());
+        }
+        assert!(register_field(i32::MAX, &field).is_err());
     }
 }

@@ -423,6 +423,15 @@ CASE("ours.se.object_cycle_two_boxes") {
   b2->v = nullptr;
   return r;
 });
+CASE("ours.sh.kept_callback") {
+  // A hook that keeps its callback and calls it after the walk gets an error, not a dangling walk.
+  st::keep_hash_callback = true;
+  Any h = Call("ffi.StructuralHash", st::Hooked(1, 2, 0), false, false);
+  st::keep_hash_callback = false;
+  Function cb = std::move(st::kept_hash_callback);
+  st::kept_hash_callback = Function(nullptr);
+  return cb(1, int64_t{0}, 0);
+});
 CASE("ours.sh.hooked_cycle") {
   // A custom hook re-enters the walk through its callback; the cycle is still found.
   auto box = make_object<st::BoxObj>();

@@ -86,8 +86,12 @@ if sys.argv[4] != "1":
     extra, extra_order = lines(sys.argv[1].replace("expected.txt", "expected_ours.txt"))
     want.update(extra)
     order += extra_order
-got, _ = lines(sys.argv[2])
+got, got_order = lines(sys.argv[2])
 passed = failed = 0
+for name in got_order:
+    if name not in want and (sys.argv[4] != "1" or not name.startswith("ours.")):
+        failed += 1
+        print(f"FAIL {name}: no expected line (record it in expected.txt or expected_ours.txt)\n  ours:     {got[name]}")
 for name in order:
     if got.get(name) == want[name]:
         passed += 1

@@ -137,6 +137,11 @@ class HookedObj : public Object {
   TVM_FFI_DECLARE_OBJECT_INFO_FINAL("st.Hooked", HookedObj, Object);
 };
 
+/*! \brief When set, the `st.Hooked` hash hook keeps the callback it was handed in
+ * `kept_hash_callback` (the `ours.sh.kept_callback` case calls it after the walk ended). */
+inline bool keep_hash_callback = false;
+inline Function kept_hash_callback;
+
 /*! \brief No structural kind at all. */
 class PlainObj : public Object {
  public:
@@ -260,6 +265,7 @@ inline void RegisterTypes() {
       .def(type_attr::kSHash.name,
            [](const HookedObj* self, int64_t init, TypedFunction<int64_t(AnyView, int64_t, int)> hash)
                -> int64_t {
+             if (keep_hash_callback) kept_hash_callback = hash.packed();
              int64_t h = hash(self->a, init, kTVMFFIDefRegionKindPattern);
              return hash(self->b, h, kTVMFFIDefRegionKindNone);
            });

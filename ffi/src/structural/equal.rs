@@ -5,11 +5,11 @@
 //! steps of the first mismatch (innermost step first, as they are found).
 
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
 
 use super::{
-    attr_function, container_len, field_name, fields_of, get_field, map_get, map_items, seq_items,
-    structural_kind, tensor_parts, PtrMap, PtrSet, WalkRef, SHALLOW_PATH,
+    attr_function, container_len, field_name, field_region, fields_of, get_field, map_get,
+    map_items, push_region, seq_items, structural_kind, tensor_parts, HookCallback, PtrMap, PtrSet,
+    SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -106,8 +106,7 @@ struct Comparer {
     /// path length.
     active: RefCell<PtrSet<(bool, usize)>>,
     depth: Cell<usize>,
-    callback: RefCell<Option<Function>>,
-    walk: RefCell<Option<Arc<WalkRef<Comparer>>>>,
+    callback: HookCallback<Comparer>,
 }
 
 enum Step {
@@ -158,14 +157,6 @@ fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
     unsafe { v.raw().value.v_obj }
 }
 
-fn enter_region(current: i32, requested: i32) -> i32 {
-    if current == kTVMFFIDefRegionKindPattern {
-        kTVMFFIDefRegionKindPattern
-    } else {
-        requested
-    }
-}
-
 /// Cross-representation string equality (small vs heap, String vs Bytes kinds kept apart).
 fn string_cross_equal(l: &TVMFFIAny, r: &TVMFFIAny) -> bool {
     let pair_ok = matches!(
@@ -193,8 +184,7 @@ impl Comparer {
             map_rhs: RefCell::new(PtrMap::default()),
             active: RefCell::new(PtrSet::default()),
             depth: Cell::new(0),
-            callback: RefCell::new(None),
-            walk: RefCell::new(None),
+            callback: HookCallback::new(),
         }
     }
 
@@ -211,9 +201,7 @@ impl Comparer {
 
     fn run(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
         let r = self.compare_any(lhs, rhs);
-        if let Some(w) = self.walk.borrow().as_ref() {
-            w.clear();
-        }
+        self.callback.finish();
         r
     }
 
@@ -573,18 +561,8 @@ impl Comparer {
                     let lv = unsafe { get_field(obj_ptr(&f.lhs), field) }?;
                     // SAFETY: the object is live and its type has this field.
                     let rv = unsafe { get_field(obj_ptr(&f.rhs), field) }?;
-                    let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
-                        | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
-                    if field.flags() & def_any != 0 {
-                        let requested =
-                            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
-                                kTVMFFIDefRegionKindSimple
-                            } else {
-                                kTVMFFIDefRegionKindPattern
-                            };
-                        let saved = self.region.get();
-                        self.region.set(enter_region(saved, requested));
-                        f.field_saved = Some(saved);
+                    if let Some(requested) = field_region(field.flags()) {
+                        f.field_saved = Some(push_region(&self.region, requested));
                     }
                     // `next` advances when the result comes back (the failing field is named).
                     return Ok(Next::Child(lv, rv));
@@ -635,7 +613,7 @@ impl Comparer {
     }
 
     fn call_hook(&self, hook: &Function, lhs: &Any, rhs: &Any) -> Result<bool> {
-        let cb = Any::from(self.callback()?);
+        let cb = Any::from(self.callback());
         let r = hook.call(&[lhs.as_view(), rhs.as_view(), cb.as_view()])?;
         match r.type_index() {
             kTVMFFIBool | kTVMFFIInt => Ok(r.as_view().as_i64().unwrap_or(0) != 0),
@@ -648,13 +626,8 @@ impl Comparer {
     }
 
     /// The `(lhs, rhs, def_region_kind, field_name) -> bool` callback of `__s_equal__` hooks.
-    fn callback(&self) -> Result<Function> {
-        if let Some(f) = self.callback.borrow().as_ref() {
-            return Ok(f.clone());
-        }
-        let walk = Arc::new(WalkRef::new(self as *const Comparer));
-        *self.walk.borrow_mut() = Some(walk.clone());
-        let f = Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
+    fn callback(&self) -> Function {
+        self.callback.get(self, |walk| Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
             let c = walk.get("StructuralEqual callback")?;
             let [l, r, kind, name] = args else {
                 return Err(Error::type_error(format!(
@@ -669,15 +642,9 @@ impl Comparer {
                 ))
             })? as i32;
             super::stack::check("StructuralEqual")?;
-            let current = c.region.get();
-            let requested = if kind == kTVMFFIDefRegionKindNone {
-                current
-            } else {
-                kind
-            };
-            c.region.set(enter_region(current, requested));
+            let saved = push_region(&c.region, kind);
             let ok = c.compare_any(&l.to_owned()?, &r.to_owned()?);
-            c.region.set(current);
+            c.region.set(saved);
             let ok = ok?;
             if !ok && c.tracing() {
                 let name = name.as_str().ok_or_else(|| {
@@ -692,9 +659,7 @@ impl Comparer {
                 );
             }
             Ok(Any::from(ok))
-        });
-        *self.callback.borrow_mut() = Some(f.clone());
-        Ok(f)
+        }))
     }
 }
 

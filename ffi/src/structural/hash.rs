@@ -4,11 +4,10 @@
 //! values), tensor content, and the `__s_hash__` hook with its callback.
 
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
 
 use super::{
-    attr_function, fields_of, get_field, key_hash_of, map_items, seq_items, structural_kind,
-    tensor_parts, PtrMap, PtrSet, WalkRef, SHALLOW_PATH,
+    attr_function, field_region, fields_of, get_field, key_hash_of, map_items, push_region,
+    seq_items, structural_kind, tensor_parts, HookCallback, PtrMap, PtrSet, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -35,13 +34,10 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         memo: RefCell::new(PtrMap::default()),
         active: RefCell::new(PtrSet::default()),
         depth: Cell::new(0),
-        callback: RefCell::new(None),
-        walk: RefCell::new(None),
+        callback: HookCallback::new(),
     };
     let result = hasher.hash_any(value);
-    if let Some(w) = hasher.walk.borrow().as_ref() {
-        w.clear();
-    }
+    hasher.callback.finish();
     result
 }
 
@@ -55,8 +51,7 @@ struct Hasher {
     /// Containers and objects on the current path (beyond `SHALLOW_PATH`), and the path length.
     active: RefCell<PtrSet<usize>>,
     depth: Cell<usize>,
-    callback: RefCell<Option<Function>>,
-    walk: RefCell<Option<Arc<WalkRef<Hasher>>>>,
+    callback: HookCallback<Hasher>,
 }
 
 enum Step {
@@ -107,15 +102,6 @@ enum Next {
 fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
     // SAFETY: callers pass object values only.
     unsafe { v.raw().value.v_obj }
-}
-
-/// The entered region for a definition field or callback request, given the current one.
-fn enter_region(current: i32, requested: i32) -> i32 {
-    if current == kTVMFFIDefRegionKindPattern {
-        kTVMFFIDefRegionKindPattern
-    } else {
-        requested
-    }
 }
 
 impl Hasher {
@@ -412,18 +398,8 @@ impl Hasher {
                     }
                     // SAFETY: the object is live and its type has this field.
                     let value = unsafe { get_field(obj_ptr(&f.value), field) }?;
-                    let def_any = kTVMFFIFieldFlagBitMaskSEqHashDefPattern
-                        | kTVMFFIFieldFlagBitMaskSEqHashDefSimple;
-                    if field.flags() & def_any != 0 {
-                        let requested =
-                            if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
-                                kTVMFFIDefRegionKindSimple
-                            } else {
-                                kTVMFFIDefRegionKindPattern
-                            };
-                        let saved = self.region.get();
-                        self.region.set(enter_region(saved, requested));
-                        f.field_saved = Some(saved);
+                    if let Some(requested) = field_region(field.flags()) {
+                        f.field_saved = Some(push_region(&self.region, requested));
                     }
                     return Ok(Next::Child(value));
                 }
@@ -448,7 +424,7 @@ impl Hasher {
     }
 
     fn call_hook(&self, hook: &Function, v: &Any, init: u64) -> Result<u64> {
-        let callback = self.callback()?;
+        let callback = self.callback();
         let init = Any::from(init as i64);
         let cb = Any::from(callback);
         let r = hook.call(&[v.as_view(), init.as_view(), cb.as_view()])?;
@@ -463,29 +439,18 @@ impl Hasher {
     }
 
     /// The `(value, init_hash, def_region_kind) -> int` callback handed to `__s_hash__` hooks.
-    fn callback(&self) -> Result<Function> {
-        if let Some(f) = self.callback.borrow().as_ref() {
-            return Ok(f.clone());
-        }
-        let walk = Arc::new(WalkRef::new(self as *const Hasher));
-        *self.walk.borrow_mut() = Some(walk.clone());
-        let f = Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
-            let h = walk.get("StructuralHash callback")?;
-            let (val, init, kind) = callback_args(args)?;
-            super::stack::check("StructuralHash")?;
-            let current = h.region.get();
-            let requested = if kind == kTVMFFIDefRegionKindNone {
-                current
-            } else {
-                kind
-            };
-            h.region.set(enter_region(current, requested));
-            let r = h.hash_any(&val);
-            h.region.set(current);
-            Ok(Any::from(stable_hash_combine(init, r?) as i64))
-        });
-        *self.callback.borrow_mut() = Some(f.clone());
-        Ok(f)
+    fn callback(&self) -> Function {
+        self.callback.get(self, |walk| {
+            Function::from_packed(move |args: &[AnyView<'_>]| -> Result<Any> {
+                let h = walk.get("StructuralHash callback")?;
+                let (val, init, kind) = callback_args(args)?;
+                super::stack::check("StructuralHash")?;
+                let saved = push_region(&h.region, kind);
+                let r = h.hash_any(&val);
+                h.region.set(saved);
+                Ok(Any::from(stable_hash_combine(init, r?) as i64))
+            })
+        })
     }
 }
 

@@ -310,3 +310,85 @@ impl<T> WalkRef<T> {
             .store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
     }
 }
+
+/// The region entered for a definition field or a hook's callback request, given the current
+/// one: inside a pattern region everything stays a pattern.
+pub(crate) fn enter_region(current: i32, requested: i32) -> i32 {
+    if current == kTVMFFIDefRegionKindPattern {
+        kTVMFFIDefRegionKindPattern
+    } else {
+        requested
+    }
+}
+
+/// The region a field's flags ask for (`SEqHashDefSimple` or `SEqHashDefPattern`), if any.
+pub(crate) fn field_region(flags: i64) -> Option<i32> {
+    if flags & kTVMFFIFieldFlagBitMaskSEqHashDefSimple != 0 {
+        Some(kTVMFFIDefRegionKindSimple)
+    } else if flags & kTVMFFIFieldFlagBitMaskSEqHashDefPattern != 0 {
+        Some(kTVMFFIDefRegionKindPattern)
+    } else {
+        None
+    }
+}
+
+/// Enters `requested` (`kTVMFFIDefRegionKindNone` keeps the current region) and returns the
+/// region to restore afterwards.
+pub(crate) fn push_region(region: &std::cell::Cell<i32>, requested: i32) -> i32 {
+    let saved = region.get();
+    let requested = if requested == kTVMFFIDefRegionKindNone {
+        saved
+    } else {
+        requested
+    };
+    region.set(enter_region(saved, requested));
+    saved
+}
+
+/// The callback a walk hands to custom hooks (`__s_equal__`, `__s_hash__`): made on first use
+/// around a [`WalkRef`] back to the walk, reused for the rest of the walk, and disarmed when
+/// the walk ends (dropping this), so a hook that keeps the callback gets an error, not a
+/// dangling walk.
+pub(crate) struct HookCallback<E> {
+    function: std::cell::RefCell<Option<Function>>,
+    walk: std::cell::RefCell<Option<std::sync::Arc<WalkRef<E>>>>,
+}
+
+impl<E> HookCallback<E> {
+    pub(crate) fn new() -> Self {
+        HookCallback {
+            function: std::cell::RefCell::new(None),
+            walk: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// The callback of `engine` (the walk that owns this), built by `make` on first use from
+    /// the back-reference it must resolve the walk through.
+    pub(crate) fn get(
+        &self,
+        engine: &E,
+        make: impl FnOnce(std::sync::Arc<WalkRef<E>>) -> Function,
+    ) -> Function {
+        if let Some(f) = self.function.borrow().as_ref() {
+            return f.clone();
+        }
+        let walk = std::sync::Arc::new(WalkRef::new(engine as *const E));
+        *self.walk.borrow_mut() = Some(walk.clone());
+        let f = make(walk);
+        *self.function.borrow_mut() = Some(f.clone());
+        f
+    }
+
+    /// Disarms the callback: the walk has ended.
+    pub(crate) fn finish(&self) {
+        if let Some(w) = self.walk.borrow().as_ref() {
+            w.clear();
+        }
+    }
+}
+
+impl<E> Drop for HookCallback<E> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
