@@ -323,6 +323,10 @@ fn self_attention_vectors() {
     for dt in FLOATS {
         check_attention(&mut rng, dt, 2, 2, 1, 1, 4);
         check_attention(&mut rng, dt, 5, 11, 4, 2, 8);
+        // register-tile edges: head pairs plus one head, key counts off the 4-key tiles and the
+        // 32-key value blocks, value widths with a partial tile
+        check_attention(&mut rng, dt, 3, 37, 6, 2, 24);
+        check_attention(&mut rng, dt, 2, 70, 5, 1, 40);
     }
 }
 

@@ -148,11 +148,70 @@ unsafe fn score_block<S: Simd, T: Elem>(
     }
 }
 
-/// `acc[h][t0 .. t0 + 4 LANES] = sum_j p[h][j] v[j][t0 ..]` for `HC` heads at once: each value
-/// row tile is loaded once for all the heads of the group.
+/// Scores of 4 keys from `k` (row stride `ks`) against `HT` query rows (`q`, row stride `d`;
+/// `d % LANES == 0`), `out[h * os + t]`: 4 * HT independent accumulator chains (one per
+/// query-key pair) so the FMAs overlap instead of waiting on each other, each key vector
+/// loaded once for the HT heads and each query vector once for the 4 keys. For levels with
+/// 8 lanes (two heads: the 8 sums reduce in one transpose).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize>(
+unsafe fn score_tile<S: Simd, T: Elem, const HT: usize>(
+    s: S,
+    q: *const f32,
+    k: *const T,
+    ks: usize,
+    d: usize,
+    out: *mut f32,
+    os: usize,
+) {
+    let l = S::LANES;
+    let z = s.splat(0.0);
+    let mut acc = [[z; 4]; HT];
+    // SAFETY: 4 key rows and HT query rows of d elements; HT rows of 4 outputs.
+    unsafe {
+        let mut i = 0;
+        while i < d {
+            let kv = [
+                T::load(s, k.add(i)),
+                T::load(s, k.add(ks + i)),
+                T::load(s, k.add(2 * ks + i)),
+                T::load(s, k.add(3 * ks + i)),
+            ];
+            for (h, ah) in acc.iter_mut().enumerate() {
+                let qv = s.load(q.add(h * d + i));
+                for t in 0..4 {
+                    ah[t] = s.fma(qv, kv[t], ah[t]);
+                }
+            }
+            i += l;
+        }
+        if HT * 4 == l {
+            let flat: [S::V; 8] =
+                std::array::from_fn(|x| if x / 4 < HT { acc[x / 4][x % 4] } else { z });
+            let mut r = [0f32; 16];
+            s.store(r.as_mut_ptr(), s.reduce_lanes(&flat[..l]));
+            for h in 0..HT {
+                for t in 0..4 {
+                    *out.add(h * os + t) = r[h * 4 + t];
+                }
+            }
+        } else {
+            for (h, ah) in acc.iter().enumerate() {
+                for (t, a) in ah.iter().enumerate() {
+                    *out.add(h * os + t) = s.reduce_sum(*a);
+                }
+            }
+        }
+    }
+}
+
+/// `acc[h][t0 .. t0 + W LANES] = sum_j p[h][j] v[j][t0 ..]` for `HC` heads at once: each value
+/// row tile is loaded once for all the heads of the group. `HC * W` accumulators stay in
+/// registers (W = 4 with 32 vector registers, 2 with 16). `first`: start from zero, else add
+/// to what `acc` holds.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize, const W: usize>(
     s: S,
     acc: *mut f32,
     acc_stride: usize,
@@ -162,23 +221,26 @@ unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize>(
     vs: usize,
     nk: usize,
     t0: usize,
+    first: bool,
 ) {
     let l = S::LANES;
     let z = s.splat(0.0);
-    let mut a = [[z; 4]; HC];
-    // SAFETY: nk value rows (stride vs) with 4 LANES values from t0; HC weight rows.
+    let mut a = [[z; W]; HC];
+    // SAFETY: nk value rows (stride vs) with W LANES values from t0; HC weight rows.
     unsafe {
+        if !first {
+            for (h, ah) in a.iter_mut().enumerate() {
+                for (u, au) in ah.iter_mut().enumerate() {
+                    *au = s.load(acc.add(h * acc_stride + t0 + u * l));
+                }
+            }
+        }
         for j in 0..nk {
             let row = v.add(j * vs + t0);
-            let vv = [
-                T::load(s, row),
-                T::load(s, row.add(l)),
-                T::load(s, row.add(2 * l)),
-                T::load(s, row.add(3 * l)),
-            ];
+            let vv: [S::V; W] = std::array::from_fn(|u| T::load(s, row.add(u * l)));
             for (h, ah) in a.iter_mut().enumerate() {
                 let ph = s.splat(*p.add(h * p_stride + j));
-                for u in 0..4 {
+                for u in 0..W {
                     ah[u] = s.fma(ph, vv[u], ah[u]);
                 }
             }
@@ -334,6 +396,9 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
     }
 }
 
+/// Keys per block of the weighted-value pass.
+const PV_KEYS: usize = 32;
+
 /// One item: KV head `g`, query row `i`, keys `j0..j1`. Writes `m[G]`, `lsum[G]`,
 /// `acc[G * dv]` (unnormalised).
 #[inline(always)]
@@ -430,6 +495,29 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 0.0,
             );
             let _ = kf;
+        } else if dm.d % S::LANES == 0 && S::LANES == 8 {
+            // Two heads x four keys per tile (a third head, or the last keys, one at a time).
+            let mut jb = 0;
+            while jb + 4 <= n {
+                let kb = kbase.add(jb * ks);
+                let mut hh = 0;
+                while hh + 2 <= grp {
+                    let (qh, o) = (qf.add(hh * dm.d), sc.add(hh * n + jb));
+                    score_tile::<S, T, 2>(s, qh, kb, ks, dm.d, o, n);
+                    hh += 2;
+                }
+                if hh < grp {
+                    let (qh, o) = (qf.add(hh * dm.d), sc.add(hh * n + jb));
+                    score_tile::<S, T, 1>(s, qh, kb, ks, dm.d, o, n);
+                }
+                jb += 4;
+            }
+            for jj in jb..n {
+                let krow = kbase.add(jj * ks);
+                for hh in 0..grp {
+                    *sc.add(hh * n + jj) = dot(s, qf.add(hh * dm.d), krow, dm.d);
+                }
+            }
         } else if dm.d % S::LANES == 0 {
             let mut jb = 0;
             while jb < n {
@@ -460,25 +548,60 @@ unsafe fn item_body<S: Simd, T: Elem>(
         // Weighted values: 4-vector tiles for up to 6 heads at once, the rest per head.
         let vs = dm.hk * dm.dv;
         let vbase = v.add((j0 * dm.hk + g) * dm.dv);
-        let tile = 4 * S::LANES;
+        let wide = S::REGISTERS >= 32;
+        let tile = if wide { 4 } else { 2 } * S::LANES;
         let tiled = dm.dv / tile * tile;
-        let mut h0 = 0;
-        while h0 < grp {
-            let hc = (grp - h0).min(6);
-            let (a, p) = (acc.add(h0 * dm.dv), sc.add(h0 * n) as *const f32);
-            let mut t0 = 0;
-            while t0 < tiled {
-                match hc {
-                    1 => pv_tile::<S, T, 1>(s, a, dm.dv, p, n, vbase, vs, n, t0),
-                    2 => pv_tile::<S, T, 2>(s, a, dm.dv, p, n, vbase, vs, n, t0),
-                    3 => pv_tile::<S, T, 3>(s, a, dm.dv, p, n, vbase, vs, n, t0),
-                    4 => pv_tile::<S, T, 4>(s, a, dm.dv, p, n, vbase, vs, n, t0),
-                    5 => pv_tile::<S, T, 5>(s, a, dm.dv, p, n, vbase, vs, n, t0),
-                    _ => pv_tile::<S, T, 6>(s, a, dm.dv, p, n, vbase, vs, n, t0),
+        // Keys in blocks of PV_KEYS: every tile pass after the first over a block finds its
+        // value rows in L1 (the rows are 1-2 KiB apart, one line per pass otherwise).
+        // At least one pass, so that no keys (n == 0) still zero the accumulators.
+        let mut kb0 = 0;
+        loop {
+            let nb = (n - kb0).min(PV_KEYS);
+            let first = kb0 == 0;
+            let vb = vbase.add(kb0 * vs);
+            let mut h0 = 0;
+            while h0 < grp {
+                let hc = (grp - h0).min(6);
+                let (a, p) = (acc.add(h0 * dm.dv), sc.add(h0 * n + kb0) as *const f32);
+                let mut t0 = 0;
+                while t0 < tiled {
+                    macro_rules! pv {
+                        ($w:literal) => {
+                            match hc {
+                                1 => {
+                                    pv_tile::<S, T, 1, $w>(s, a, dm.dv, p, n, vb, vs, nb, t0, first)
+                                }
+                                2 => {
+                                    pv_tile::<S, T, 2, $w>(s, a, dm.dv, p, n, vb, vs, nb, t0, first)
+                                }
+                                3 => {
+                                    pv_tile::<S, T, 3, $w>(s, a, dm.dv, p, n, vb, vs, nb, t0, first)
+                                }
+                                4 => {
+                                    pv_tile::<S, T, 4, $w>(s, a, dm.dv, p, n, vb, vs, nb, t0, first)
+                                }
+                                5 => {
+                                    pv_tile::<S, T, 5, $w>(s, a, dm.dv, p, n, vb, vs, nb, t0, first)
+                                }
+                                _ => {
+                                    pv_tile::<S, T, 6, $w>(s, a, dm.dv, p, n, vb, vs, nb, t0, first)
+                                }
+                            }
+                        };
+                    }
+                    if wide {
+                        pv!(4)
+                    } else {
+                        pv!(2)
+                    }
+                    t0 += tile;
                 }
-                t0 += tile;
+                h0 += hc;
             }
-            h0 += hc;
+            kb0 += nb;
+            if kb0 >= n {
+                break;
+            }
         }
         if tiled < dm.dv {
             for hh in 0..grp {

@@ -83,6 +83,86 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
     }
 }
 
+/// bf16 rows `0..rows` (see `gemv_body`), each 32-bit word of W widened as a pair
+/// (`load_bf16_pairs`: one shift and one mask per `2 * LANES` weights instead of two
+/// zero-extensions and two shifts) against x in the matching pair order.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemv_pairs_body<S: Simd>(
+    s: S,
+    y: *mut bf16,
+    x: *const f32,
+    w: *const bf16,
+    ws: isize,
+    bias: *const bf16,
+    rows: usize,
+    k: usize,
+) {
+    let l = S::LANES;
+    let kv = k / (2 * l) * (2 * l);
+    // SAFETY: k elements of x (caller).
+    let xn = unsafe { std::slice::from_raw_parts(x, k) };
+    let mut xp = vec![0f32; k];
+    super::simd::pair_order(xn, &mut xp, l);
+    let x = xp.as_ptr();
+    // SAFETY: rows x k elements of W at stride ws, rows of y and bias (if non-NULL).
+    unsafe {
+        let finish = |r: usize, v: f32| {
+            let b = if bias.is_null() {
+                0.0
+            } else {
+                (*bias.add(r)).to_f32()
+            };
+            *y.add(r) = bf16::from_f32(v + b);
+        };
+        let tail = |row: *const bf16| {
+            let mut t = 0.0f32;
+            for i in kv..k {
+                t += xn[i] * (*row.add(i)).to_f32();
+            }
+            t
+        };
+        let wp = |r: usize| (w as *const u16).offset(r as isize * ws);
+        let mut r = 0;
+        while r + 4 <= rows {
+            let z = s.splat(0.0);
+            let (mut a, mut b) = ([z; 4], [z; 4]);
+            let rw = [wp(r), wp(r + 1), wp(r + 2), wp(r + 3)];
+            let mut i = 0;
+            while i < kv {
+                let xe = s.load(x.add(i));
+                let xo = s.load(x.add(i + l));
+                for u in 0..4 {
+                    let (we, wo) = s.load_bf16_pairs(rw[u].add(i));
+                    a[u] = s.fma(we, xe, a[u]);
+                    b[u] = s.fma(wo, xo, b[u]);
+                }
+                i += 2 * l;
+            }
+            for u in 0..4 {
+                let row = w.offset((r + u) as isize * ws);
+                finish(r + u, s.reduce_sum(s.add(a[u], b[u])) + tail(row));
+            }
+            r += 4;
+        }
+        while r < rows {
+            let (mut a, mut b) = (s.splat(0.0), s.splat(0.0));
+            let mut i = 0;
+            while i < kv {
+                let (we, wo) = s.load_bf16_pairs(wp(r).add(i));
+                a = s.fma(we, s.load(x.add(i)), a);
+                b = s.fma(wo, s.load(x.add(i + l)), b);
+                i += 2 * l;
+            }
+            finish(
+                r,
+                s.reduce_sum(s.add(a, b)) + tail(w.offset(r as isize * ws)),
+            );
+            r += 1;
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn widen_body<S: Simd, T: Elem>(s: S, dst: *mut f32, src: *const T, n: usize) {
     let l = S::LANES;
@@ -142,7 +222,12 @@ pub unsafe fn gemv<T: Elem>(
             };
             let x = xp.get() as *const f32;
             let rows = range.len();
-            multiversion!(gemv_body, [T: Elem], (y: *mut T, x: *const f32, w: *const T, ws: isize, bias: *const T, rows: usize, k: usize))
+            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+                let (y, w, bias) = (y as *mut bf16, w as *const bf16, bias as *const bf16);
+                multiversion!(gemv_pairs_body, [], (y: *mut bf16, x: *const f32, w: *const bf16, ws: isize, bias: *const bf16, rows: usize, k: usize))
+            } else {
+                multiversion!(gemv_body, [T: Elem], (y: *mut T, x: *const f32, w: *const T, ws: isize, bias: *const T, rows: usize, k: usize))
+            }
         }
     });
 }

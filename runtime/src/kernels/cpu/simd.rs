@@ -88,6 +88,40 @@ pub fn force_level(want: Level) -> Level {
     l
 }
 
+/// Copies `x` into `out` in the order `load_bf16_pairs` produces for `lanes`-wide vectors:
+/// each block of `2 * lanes` becomes its even elements, then its odd ones. A tail shorter than
+/// a block is copied unchanged.
+pub fn pair_order(x: &[f32], out: &mut [f32], lanes: usize) {
+    let block = 2 * lanes;
+    let full = x.len() / block * block;
+    for (src, dst) in x[..full]
+        .chunks_exact(block)
+        .zip(out[..full].chunks_exact_mut(block))
+    {
+        for j in 0..lanes {
+            dst[j] = src[2 * j];
+            dst[lanes + j] = src[2 * j + 1];
+        }
+    }
+    out[full..x.len()].copy_from_slice(&x[full..]);
+}
+
+/// The inverse of `pair_order`.
+pub fn pair_unorder(x: &[f32], out: &mut [f32], lanes: usize) {
+    let block = 2 * lanes;
+    let full = x.len() / block * block;
+    for (src, dst) in x[..full]
+        .chunks_exact(block)
+        .zip(out[..full].chunks_exact_mut(block))
+    {
+        for j in 0..lanes {
+            dst[2 * j] = src[j];
+            dst[2 * j + 1] = src[lanes + j];
+        }
+    }
+    out[full..x.len()].copy_from_slice(&x[full..]);
+}
+
 /// A vector of f32 lanes and the operations the kernels need.
 ///
 /// # Safety
@@ -96,12 +130,19 @@ pub fn force_level(want: Level) -> Level {
 /// `unsafe` because they access raw pointers.
 pub unsafe trait Simd: Copy + Send + Sync + 'static {
     const LANES: usize;
+    /// Vector registers the level has (register tiles are sized to fit without spilling).
+    const REGISTERS: usize;
     type V: Copy;
 
     fn splat(self, x: f32) -> Self::V;
     unsafe fn load(self, p: *const f32) -> Self::V;
     unsafe fn store(self, p: *mut f32, v: Self::V);
     unsafe fn load_bf16(self, p: *const u16) -> Self::V;
+    /// `2 * LANES` bf16 values as f32: `(p[0], p[2], ...)` and `(p[1], p[3], ...)`. Each
+    /// 32-bit word holds one pair, so one shift and one mask widen twice the elements of
+    /// `load_bf16` (for dot products whose other operand is stored in the same order, see
+    /// `pair_order`).
+    unsafe fn load_bf16_pairs(self, p: *const u16) -> (Self::V, Self::V);
     unsafe fn store_bf16(self, p: *mut u16, v: Self::V);
     unsafe fn load_f16(self, p: *const u16) -> Self::V;
     unsafe fn store_f16(self, p: *mut u16, v: Self::V);
@@ -229,6 +270,7 @@ pub struct Scalar;
 // SAFETY: plain Rust arithmetic; only the pointer accesses need the caller's guarantees.
 unsafe impl Simd for Scalar {
     const LANES: usize = 1;
+    const REGISTERS: usize = 16;
     type V = f32;
 
     #[inline(always)]
@@ -249,6 +291,11 @@ unsafe impl Simd for Scalar {
     unsafe fn load_bf16(self, p: *const u16) -> f32 {
         // SAFETY: as above.
         bf16::from_bits(unsafe { p.read_unaligned() }).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const u16) -> (f32, f32) {
+        // SAFETY: two readable u16 (caller).
+        unsafe { (self.load_bf16(p), self.load_bf16(p.add(1))) }
     }
     #[inline(always)]
     unsafe fn store_bf16(self, p: *mut u16, v: f32) {
@@ -410,6 +457,7 @@ mod x86 {
     // few intrinsics of those features on unaligned pointers the caller vouches for.
     unsafe impl Simd for Avx2 {
         const LANES: usize = 8;
+        const REGISTERS: usize = 16;
         type V = __m256;
 
         #[inline(always)]
@@ -433,6 +481,18 @@ mod x86 {
             unsafe {
                 let h = _mm_loadu_si128(p as *const __m128i);
                 _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_bf16_pairs(self, p: *const u16) -> (__m256, __m256) {
+            // SAFETY: 16 readable u16 (caller); AVX2 present.
+            unsafe {
+                let w = _mm256_loadu_si256(p as *const __m256i);
+                let odd = _mm256_and_si256(w, _mm256_set1_epi32(0xffff0000u32 as i32));
+                (
+                    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w)),
+                    _mm256_castsi256_ps(odd),
+                )
             }
         }
         #[inline(always)]
@@ -553,6 +613,25 @@ mod x86 {
             unsafe { _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(t))) }
         }
         #[inline(always)]
+        fn reduce_lanes(self, v: &[__m256]) -> __m256 {
+            let v: &[__m256; 8] = v.try_into().expect("8 vectors");
+            // SAFETY: AVX present (type invariant).
+            unsafe {
+                // Pairwise sums within each 128-bit half, then the two halves added: lane t
+                // of the result sums the 8 lanes of v[t].
+                let t0 = _mm256_hadd_ps(v[0], v[1]);
+                let t1 = _mm256_hadd_ps(v[2], v[3]);
+                let t2 = _mm256_hadd_ps(v[4], v[5]);
+                let t3 = _mm256_hadd_ps(v[6], v[7]);
+                let u0 = _mm256_hadd_ps(t0, t1);
+                let u1 = _mm256_hadd_ps(t2, t3);
+                _mm256_add_ps(
+                    _mm256_permute2f128_ps::<0x20>(u0, u1),
+                    _mm256_permute2f128_ps::<0x31>(u0, u1),
+                )
+            }
+        }
+        #[inline(always)]
         fn reduce_sum(self, v: __m256) -> f32 {
             // SAFETY: AVX present.
             unsafe {
@@ -577,6 +656,7 @@ mod x86 {
     // SAFETY: as for Avx2, with the AVX-512 features.
     unsafe impl<const BF16: bool> Simd for Avx512<BF16> {
         const LANES: usize = 16;
+        const REGISTERS: usize = 32;
         type V = __m512;
 
         #[inline(always)]
@@ -600,6 +680,18 @@ mod x86 {
             unsafe {
                 let h = _mm256_loadu_si256(p as *const __m256i);
                 _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_bf16_pairs(self, p: *const u16) -> (__m512, __m512) {
+            // SAFETY: 32 readable u16 (caller); AVX-512F present.
+            unsafe {
+                let w = _mm512_loadu_si512(p as *const _);
+                let odd = _mm512_and_si512(w, _mm512_set1_epi32(0xffff0000u32 as i32));
+                (
+                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w)),
+                    _mm512_castsi512_ps(odd),
+                )
             }
         }
         #[inline(always)]
@@ -930,6 +1022,46 @@ pub(crate) use multiversion;
 mod tests {
     use super::*;
 
+    /// `out[t]` = the sum of vector t (lanes `t * 100 + lane`, lane 3 set to -0.5), through
+    /// `reduce_lanes`; returns LANES.
+    #[inline(always)]
+    unsafe fn reduce_lanes_body<S: Simd>(s: S, out: *mut f32, lanes: *mut usize) {
+        let l = S::LANES;
+        let mut vs = Vec::new();
+        let mut buf = [0f32; 16];
+        for t in 0..l {
+            for (j, b) in buf.iter_mut().enumerate().take(l) {
+                *b = if j == 3 { -0.5 } else { (t * 100 + j) as f32 };
+            }
+            // SAFETY: 16 floats.
+            vs.push(unsafe { s.load(buf.as_ptr()) });
+        }
+        // SAFETY: the caller passes 16 writable floats and one usize.
+        unsafe {
+            s.store(out, s.reduce_lanes(&vs));
+            *lanes = l;
+        }
+    }
+
+    #[test]
+    fn reduce_lanes_sums_each_vector_at_every_level() {
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
+            let lv = force_level(want);
+            let mut out = [0f32; 16];
+            let mut l = 0usize;
+            let (o, lp) = (out.as_mut_ptr(), &mut l as *mut usize);
+            // SAFETY: 16 floats and one usize.
+            unsafe { multiversion!(reduce_lanes_body, [], (o: *mut f32, lp: *mut usize)) };
+            for (t, &got) in out.iter().enumerate().take(l) {
+                let want: f32 = (0..l)
+                    .map(|j| if j == 3 { -0.5 } else { (t * 100 + j) as f32 })
+                    .sum();
+                assert_eq!(got, want, "{lv:?} lane {t}");
+            }
+        }
+        force_level(Level::Avx512Bf16);
+    }
+
     #[test]
     fn exp_and_sincos_are_accurate_at_every_level() {
         for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
@@ -1050,5 +1182,60 @@ mod tests {
             }
         }
         assert!(checked > 500_000);
+    }
+}
+
+#[cfg(test)]
+mod pair_tests {
+    use super::*;
+
+    #[test]
+    fn pair_order_round_trips_and_matches_the_pair_loads() {
+        let x: Vec<f32> = (0..37).map(|i| i as f32).collect();
+        for lanes in [1, 8, 16] {
+            let mut p = vec![0f32; x.len()];
+            pair_order(&x, &mut p, lanes);
+            let mut back = vec![0f32; x.len()];
+            pair_unorder(&p, &mut back, lanes);
+            assert_eq!(back, x, "lanes {lanes}");
+            if lanes == 8 {
+                assert_eq!(
+                    &p[..16],
+                    &[0., 2., 4., 6., 8., 10., 12., 14., 1., 3., 5., 7., 9., 11., 13., 15.]
+                );
+                assert_eq!(&p[32..], &x[32..], "tail unchanged");
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn pairs_body<S: Simd>(s: S, src: *const u16, out: *mut f32, lanes: *mut usize) {
+        // SAFETY: 32 readable u16 and 32 writable floats (caller).
+        unsafe {
+            let (e, o) = s.load_bf16_pairs(src);
+            s.store(out, e);
+            s.store(out.add(S::LANES), o);
+            *lanes = S::LANES;
+        }
+    }
+
+    #[test]
+    fn bf16_pair_loads_split_even_and_odd_at_every_level() {
+        let vals: Vec<f32> = (0..32).map(|i| (i as f32 - 10.5) * 0.75).collect();
+        let bits: Vec<u16> = vals.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
+            let lv = force_level(want);
+            let mut out = [0f32; 32];
+            let mut l = 0usize;
+            let (src, o, lp) = (bits.as_ptr(), out.as_mut_ptr(), &mut l as *mut usize);
+            // SAFETY: 32 values each way.
+            unsafe {
+                multiversion!(pairs_body, [], (src: *const u16, o: *mut f32, lp: *mut usize))
+            };
+            let mut natural = vec![0f32; 2 * l];
+            pair_unorder(&out[..2 * l], &mut natural, l);
+            assert_eq!(natural, vals[..2 * l].to_vec(), "{lv:?}");
+        }
+        force_level(Level::Avx512Bf16);
     }
 }
