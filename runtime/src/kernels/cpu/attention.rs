@@ -155,7 +155,7 @@ unsafe fn score_block<S: Simd, T: Elem>(
 /// 8 lanes (two heads: the 8 sums reduce in one transpose).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn score_tile<S: Simd, T: Elem, const HT: usize>(
+unsafe fn score_tile<S: Simd, T: Elem, const HT: usize, const PAIRS: bool>(
     s: S,
     q: *const f32,
     k: *const T,
@@ -170,20 +170,36 @@ unsafe fn score_tile<S: Simd, T: Elem, const HT: usize>(
     // SAFETY: 4 key rows and HT query rows of d elements; HT rows of 4 outputs.
     unsafe {
         let mut i = 0;
-        while i < d {
-            let kv = [
-                T::load(s, k.add(i)),
-                T::load(s, k.add(ks + i)),
-                T::load(s, k.add(2 * ks + i)),
-                T::load(s, k.add(3 * ks + i)),
-            ];
-            for (h, ah) in acc.iter_mut().enumerate() {
-                let qv = s.load(q.add(h * d + i));
+        if PAIRS {
+            // bf16 keys, 2 LANES at a time as (even, odd) pairs; q rows are in pair order.
+            while i < d {
+                let qe: [S::V; HT] = std::array::from_fn(|h| s.load(q.add(h * d + i)));
+                let qo: [S::V; HT] = std::array::from_fn(|h| s.load(q.add(h * d + i + l)));
                 for t in 0..4 {
-                    ah[t] = s.fma(qv, kv[t], ah[t]);
+                    let (ke, ko) = s.load_bf16_pairs(k.add(t * ks + i) as *const u16);
+                    for h in 0..HT {
+                        acc[h][t] = s.fma(qe[h], ke, acc[h][t]);
+                        acc[h][t] = s.fma(qo[h], ko, acc[h][t]);
+                    }
                 }
+                i += 2 * l;
             }
-            i += l;
+        } else {
+            while i < d {
+                let kv = [
+                    T::load(s, k.add(i)),
+                    T::load(s, k.add(ks + i)),
+                    T::load(s, k.add(2 * ks + i)),
+                    T::load(s, k.add(3 * ks + i)),
+                ];
+                for (h, ah) in acc.iter_mut().enumerate() {
+                    let qv = s.load(q.add(h * d + i));
+                    for t in 0..4 {
+                        ah[t] = s.fma(qv, kv[t], ah[t]);
+                    }
+                }
+                i += l;
+            }
         }
         if HT * 4 == l {
             let flat: [S::V; 8] =
@@ -208,7 +224,8 @@ unsafe fn score_tile<S: Simd, T: Elem, const HT: usize>(
 /// `acc[h][t0 .. t0 + W LANES] = sum_j p[h][j] v[j][t0 ..]` for `HC` heads at once: each value
 /// row tile is loaded once for all the heads of the group. `HC * W` accumulators stay in
 /// registers (W = 4 with 32 vector registers, 2 with 16). `first`: start from zero, else add
-/// to what `acc` holds.
+/// to what `acc` holds. bf16 values load as pairs (`load_bf16_pairs`), so the tile's
+/// accumulators are in pair order (`pair_order` per 2 LANES) until the caller restores it.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize, const W: usize>(
@@ -237,7 +254,16 @@ unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize, const W: usize>(
         }
         for j in 0..nk {
             let row = v.add(j * vs + t0);
-            let vv: [S::V; W] = std::array::from_fn(|u| T::load(s, row.add(u * l)));
+            let vv: [S::V; W] = if is_bf16::<T>() {
+                // (even, odd) pairs of each 2 LANES block: `acc` ends up in pair order.
+                let mut vv = [z; W];
+                for u in (0..W).step_by(2) {
+                    (vv[u], vv[u + 1]) = s.load_bf16_pairs(row.add(u * l) as *const u16);
+                }
+                vv
+            } else {
+                std::array::from_fn(|u| T::load(s, row.add(u * l)))
+            };
             for (h, ah) in a.iter_mut().enumerate() {
                 let ph = s.splat(*p.add(h * p_stride + j));
                 for u in 0..W {
@@ -396,6 +422,10 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
     }
 }
 
+fn is_bf16<T: 'static>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>()
+}
+
 /// Keys per block of the weighted-value pass.
 const PV_KEYS: usize = 32;
 
@@ -497,18 +527,40 @@ unsafe fn item_body<S: Simd, T: Elem>(
             let _ = kf;
         } else if dm.d % S::LANES == 0 && S::LANES == 8 {
             // Two heads x four keys per tile (a third head, or the last keys, one at a time).
+            // bf16 keys load as pairs against q rows put in pair order (a copy: the last keys
+            // use the natural order).
+            let pairs = is_bf16::<T>() && dm.d % (2 * S::LANES) == 0;
+            let qp = if pairs {
+                let qp = sc.add(grp * n);
+                let qn = std::slice::from_raw_parts(qf, grp * dm.d);
+                let out = std::slice::from_raw_parts_mut(qp, grp * dm.d);
+                for (src, dst) in qn.chunks_exact(dm.d).zip(out.chunks_exact_mut(dm.d)) {
+                    super::simd::pair_order(src, dst, S::LANES);
+                }
+                qp
+            } else {
+                qf
+            };
             let mut jb = 0;
             while jb + 4 <= n {
                 let kb = kbase.add(jb * ks);
                 let mut hh = 0;
                 while hh + 2 <= grp {
-                    let (qh, o) = (qf.add(hh * dm.d), sc.add(hh * n + jb));
-                    score_tile::<S, T, 2>(s, qh, kb, ks, dm.d, o, n);
+                    let (qh, o) = (qp.add(hh * dm.d), sc.add(hh * n + jb));
+                    if pairs {
+                        score_tile::<S, T, 2, true>(s, qh, kb, ks, dm.d, o, n);
+                    } else {
+                        score_tile::<S, T, 2, false>(s, qh, kb, ks, dm.d, o, n);
+                    }
                     hh += 2;
                 }
                 if hh < grp {
-                    let (qh, o) = (qf.add(hh * dm.d), sc.add(hh * n + jb));
-                    score_tile::<S, T, 1>(s, qh, kb, ks, dm.d, o, n);
+                    let (qh, o) = (qp.add(hh * dm.d), sc.add(hh * n + jb));
+                    if pairs {
+                        score_tile::<S, T, 1, true>(s, qh, kb, ks, dm.d, o, n);
+                    } else {
+                        score_tile::<S, T, 1, false>(s, qh, kb, ks, dm.d, o, n);
+                    }
                 }
                 jb += 4;
             }
@@ -603,6 +655,17 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 break;
             }
         }
+        if is_bf16::<T>() && tiled > 0 {
+            // The value tiles accumulated in pair order: restore the natural order.
+            let mut tmp = [0f32; 32];
+            for hh in 0..grp {
+                for b in (0..tiled).step_by(2 * S::LANES) {
+                    let blk = std::slice::from_raw_parts_mut(acc.add(hh * dm.dv + b), 2 * S::LANES);
+                    tmp[..blk.len()].copy_from_slice(blk);
+                    super::simd::pair_unorder(&tmp[..blk.len()], blk, S::LANES);
+                }
+            }
+        }
         if tiled < dm.dv {
             for hh in 0..grp {
                 let row = sc.add(hh * n);
@@ -667,7 +730,7 @@ pub unsafe fn self_attention<T: Elem>(
         let j0 = (c * chunk_len).min(limit);
         let j1 = ((c + 1) * chunk_len).min(limit);
         // q rows | scores | (half types, AVX-512) the chunk's keys widened to f32
-        let need = grp * dm.d + grp * (j1 - j0) + (j1 - j0) * dm.d;
+        let need = grp * dm.d + grp * (j1 - j0) + (j1 - j0).max(grp) * dm.d;
         if scratch.len() < need {
             scratch.resize(need, 0.0);
         }
