@@ -34,21 +34,79 @@ fn each_op(dt: Dt, dev: i32, m: i64, f: &mut dyn FnMut(&str, Vec<AnyView<'static
         keep.last().unwrap().view()
     };
     let f32v = |x: f64| AnyView::from(x);
-    f("ops.add", vec![t(&[m, 8], dt), t(&[m, 8], dt), t(&[m, 8], dt)]);
-    f("ops.swiglu", vec![t(&[m, 8], dt), t(&[m, 8], dt), t(&[m, 8], dt)]);
-    f("ops.argmax", vec![t(&[1], Dt::I64), t(&[1], dt), t(&[m.max(1)], dt)]);
-    f("ops.embedding", vec![t(&[m, 8], dt), t(&[m], Dt::I64), t(&[16, 8], dt)]);
-    f("ops.linear", vec![t(&[m, 6], dt), t(&[m, 4], dt), t(&[6, 4], dt), t(&[6], dt)]);
-    f("ops.linear", vec![t(&[m, 6], dt), t(&[m, 4], dt), t(&[6, 4], dt), AnyView::NONE]);
+    f(
+        "ops.add",
+        vec![t(&[m, 8], dt), t(&[m, 8], dt), t(&[m, 8], dt)],
+    );
+    f(
+        "ops.swiglu",
+        vec![t(&[m, 8], dt), t(&[m, 8], dt), t(&[m, 8], dt)],
+    );
+    f(
+        "ops.argmax",
+        vec![t(&[1], Dt::I64), t(&[1], dt), t(&[m.max(1)], dt)],
+    );
+    f(
+        "ops.embedding",
+        vec![t(&[m, 8], dt), t(&[m], Dt::I64), t(&[16, 8], dt)],
+    );
+    f(
+        "ops.linear",
+        vec![t(&[m, 6], dt), t(&[m, 4], dt), t(&[6, 4], dt), t(&[6], dt)],
+    );
+    f(
+        "ops.linear",
+        vec![
+            t(&[m, 6], dt),
+            t(&[m, 4], dt),
+            t(&[6, 4], dt),
+            AnyView::NONE,
+        ],
+    );
     f("ops.rearrange", vec![t(&[m, 8], dt), t(&[m, 8], dt)]);
-    f("ops.rms_norm", vec![t(&[m, 8], dt), t(&[m, 8], dt), t(&[8], dt), f32v(1e-6)]);
-    f("ops.rope", vec![t(&[m, 2, 8], dt), t(&[m, 2, 8], dt), t(&[m], Dt::I64), f32v(1e4)]);
+    f(
+        "ops.rms_norm",
+        vec![t(&[m, 8], dt), t(&[m, 8], dt), t(&[8], dt), f32v(1e-6)],
+    );
+    f(
+        "ops.rope",
+        vec![
+            t(&[m, 2, 8], dt),
+            t(&[m, 2, 8], dt),
+            t(&[m], Dt::I64),
+            f32v(1e4),
+        ],
+    );
     f(
         "ops.self_attention",
-        vec![t(&[m, 4, 8], dt), t(&[m, 4, 8], dt), t(&[m, 2, 8], dt), t(&[m, 2, 8], dt), f32v(0.35)],
+        vec![
+            t(&[m, 4, 8], dt),
+            t(&[m, 4, 8], dt),
+            t(&[m, 2, 8], dt),
+            t(&[m, 2, 8], dt),
+            f32v(0.35),
+        ],
     );
-    f("ops.gemm", vec![t(&[m, 6], dt), t(&[m, 4], dt), t(&[4, 6], dt), f32v(1.0), f32v(0.0)]);
-    f("ops.gemm", vec![t(&[2, m, 6], dt), t(&[2, m, 4], dt), t(&[4, 6], dt), f32v(2.0), f32v(1.0)]);
+    f(
+        "ops.gemm",
+        vec![
+            t(&[m, 6], dt),
+            t(&[m, 4], dt),
+            t(&[4, 6], dt),
+            f32v(1.0),
+            f32v(0.0),
+        ],
+    );
+    f(
+        "ops.gemm",
+        vec![
+            t(&[2, m, 6], dt),
+            t(&[2, m, 4], dt),
+            t(&[4, 6], dt),
+            f32v(2.0),
+            f32v(1.0),
+        ],
+    );
 }
 
 #[test]
@@ -64,8 +122,12 @@ fn every_op_is_a_clear_runtime_error_without_a_driver() {
                     // A panic inside would surface as an error of another kind (the packed
                     // call's guard): the exact kind and text are checked.
                     let msg = err_of(call(op, &args));
-                    let want = format!("RuntimeError: {op}: cuda:{dev} is unavailable: {NO_DRIVER}");
-                    assert!(msg.starts_with(&want), "{op} {dt:?} cuda:{dev} m {m}: {msg}");
+                    let want =
+                        format!("RuntimeError: {op}: cuda:{dev} is unavailable: {NO_DRIVER}");
+                    assert!(
+                        msg.starts_with(&want),
+                        "{op} {dt:?} cuda:{dev} m {m}: {msg}"
+                    );
                     seen.insert(op.to_string());
                 });
             }
@@ -88,7 +150,11 @@ fn device_and_kernel_libraries_report_missing_without_panicking() {
     ] {
         if let Err(e) = r {
             assert_eq!(e.kind(), "RuntimeError");
-            assert!(e.message().contains(&format!("lib{what}.so")), "{}", e.message());
+            assert!(
+                e.message().contains(&format!("lib{what}.so")),
+                "{}",
+                e.message()
+            );
         }
     }
 }

@@ -88,6 +88,7 @@ pub struct Operand {
 impl Operand {
     /// Describes a `[rows, cols]` matrix with element strides `(rs, cs)`, or explains (for
     /// `op`'s argument `name`) why cuBLAS cannot take it.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         op: &str,
         name: &str,
@@ -189,9 +190,9 @@ pub(crate) unsafe fn gemm(
     let compute = bl::cublasComputeType_t::CUBLAS_COMPUTE_32F;
     let algo = bl::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
     let (alpha, beta) = (alpha, beta);
-    // SAFETY: a live handle of this device, used under its lock; the stream belongs to the
-    // device (the caller's or the env stream).
     check(
+        // SAFETY: a live handle of this device, used under its lock; the stream belongs to the
+        // device (the caller's or the env stream).
         unsafe { bl::cublasSetStream_v2(hb, stream as bl::cudaStream_t) },
         "cublasSetStream",
     )?;
@@ -200,9 +201,9 @@ pub(crate) unsafe fn gemm(
         &beta as *const f32 as *const c_void,
     );
     if batch == 1 {
-        // SAFETY: per the caller's contract; leading dimensions checked by `Operand::new`;
-        // host-pointer scalars (the default pointer mode) read before the call returns.
         check(
+            // SAFETY: per the caller's contract; leading dimensions checked by `Operand::new`;
+            // host-pointer scalars (the default pointer mode) read before the call returns.
             unsafe {
                 bl::cublasGemmEx(
                     hb,
@@ -229,8 +230,8 @@ pub(crate) unsafe fn gemm(
             "cublasGemmEx",
         )
     } else {
-        // SAFETY: as above, with batch strides validated by the op (0 broadcasts an input).
         check(
+            // SAFETY: as above, with batch strides validated by the op (0 broadcasts an input).
             unsafe {
                 bl::cublasGemmStridedBatchedEx(
                     hb,

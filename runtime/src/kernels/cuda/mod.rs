@@ -137,6 +137,7 @@ pub enum Binary {
     Swiglu,
 }
 
+#[allow(clippy::too_many_arguments)]
 /// `ops.add` / `ops.swiglu`: `c = f(a, b)` over `shape` with element strides `st` (c, a, b).
 pub(crate) fn binary(
     op: &str,
@@ -386,7 +387,7 @@ pub(crate) fn rearrange(
         }
     };
     let align = esize.min(8);
-    if out as usize % align != 0 || inp as usize % align != 0 {
+    if !(out as usize).is_multiple_of(align) || !(inp as usize).is_multiple_of(align) {
         return Err(Error::value_error(format!(
             "{op}: on CUDA `out` and `in` must be aligned to their element size ({align} \
              bytes), got {out:p} and {inp:p}"
@@ -453,6 +454,7 @@ pub(crate) fn self_attention(
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 /// `ops.linear`'s bias: `y[r, :] = bias` for `m` rows of `n` elements (`esize` 2 or 4 bytes)
 /// at row stride `ys` elements, enqueued on `c`'s stream before the GEMM (beta = 1).
 pub(crate) fn bias_rows(
@@ -465,7 +467,11 @@ pub(crate) fn bias_rows(
     m: i64,
     n: i64,
 ) -> Result<()> {
-    let name = if esize == 2 { "bias_rows_2" } else { "bias_rows_4" };
+    let name = if esize == 2 {
+        "bias_rows_2"
+    } else {
+        "bias_rows_4"
+    };
     let (y, bias) = (y as usize, bias as usize);
     launch(
         op,

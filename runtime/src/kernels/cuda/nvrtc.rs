@@ -92,7 +92,8 @@ pub fn version() -> Result<(i32, i32)> {
     available()?;
     let (mut major, mut minor) = (0, 0);
     // SAFETY: NVRTC is loaded; valid out-parameters.
-    check(unsafe { nv::nvrtcVersion(&mut major, &mut minor) }, "nvrtcVersion")?;
+    let rc = unsafe { nv::nvrtcVersion(&mut major, &mut minor) };
+    check(rc, "nvrtcVersion")?;
     Ok((major, minor))
 }
 
@@ -100,14 +101,14 @@ pub fn version() -> Result<(i32, i32)> {
 pub fn supported_archs() -> Result<Vec<i32>> {
     available()?;
     let mut n = 0;
-    // SAFETY: NVRTC is loaded; valid out-parameter.
     check(
+        // SAFETY: NVRTC is loaded; valid out-parameter.
         unsafe { nv::nvrtcGetNumSupportedArchs(&mut n) },
         "nvrtcGetNumSupportedArchs",
     )?;
     let mut v = vec![0i32; n.max(0) as usize];
-    // SAFETY: `v` holds the n entries NVRTC writes.
     check(
+        // SAFETY: `v` holds the n entries NVRTC writes.
         unsafe { nv::nvrtcGetSupportedArchs(v.as_mut_ptr()) },
         "nvrtcGetSupportedArchs",
     )?;
@@ -139,11 +140,12 @@ pub fn compile(src: &str, name: &str, arch: i32, image: Image) -> Result<Vec<u8>
     available()?;
     let csrc = CString::new(src)
         .map_err(|_| Error::value_error(format!("CUDA source {name} contains a NUL byte")))?;
-    let cname = CString::new(name)
-        .map_err(|_| Error::value_error(format!("CUDA source name {name:?} contains a NUL byte")))?;
+    let cname = CString::new(name).map_err(|_| {
+        Error::value_error(format!("CUDA source name {name:?} contains a NUL byte"))
+    })?;
     let mut prog: nv::nvrtcProgram = std::ptr::null_mut();
-    // SAFETY: NVRTC is loaded; NUL-terminated strings; no headers.
     check(
+        // SAFETY: NVRTC is loaded; NUL-terminated strings; no headers.
         unsafe {
             nv::nvrtcCreateProgram(
                 &mut prog,
@@ -181,7 +183,9 @@ fn compile_program(prog: nv::nvrtcProgram, name: &str, arch: i32, image: Image) 
         let mut log = vec![0u8; n.max(1)];
         // SAFETY: `log` holds the n bytes NVRTC writes.
         unsafe { nv::nvrtcGetProgramLog(prog, log.as_mut_ptr() as *mut c_char) };
-        let log = String::from_utf8_lossy(&log).trim_end_matches('\0').to_string();
+        let log = String::from_utf8_lossy(&log)
+            .trim_end_matches('\0')
+            .to_string();
         return Err(Error::runtime_error(format!(
             "NVRTC could not compile {name} for {gpu}: {}\n{log}",
             nvrtc_error(rc)
@@ -192,20 +196,22 @@ fn compile_program(prog: nv::nvrtcProgram, name: &str, arch: i32, image: Image) 
     match image {
         Image::Ptx => {
             // SAFETY: a compiled program; valid out-parameter.
-            check(unsafe { nv::nvrtcGetPTXSize(prog, &mut n) }, "nvrtcGetPTXSize")?;
+            let rc = unsafe { nv::nvrtcGetPTXSize(prog, &mut n) };
+            check(rc, "nvrtcGetPTXSize")?;
             out = vec![0u8; n];
-            // SAFETY: `out` holds the n bytes NVRTC writes.
             check(
+                // SAFETY: `out` holds the n bytes NVRTC writes.
                 unsafe { nv::nvrtcGetPTX(prog, out.as_mut_ptr() as *mut c_char) },
                 "nvrtcGetPTX",
             )?;
         }
         Image::Cubin => {
-            // SAFETY: as above.
-            check(unsafe { nv::nvrtcGetCUBINSize(prog, &mut n) }, "nvrtcGetCUBINSize")?;
+            // SAFETY: a compiled program; valid out-parameter.
+            let rc = unsafe { nv::nvrtcGetCUBINSize(prog, &mut n) };
+            check(rc, "nvrtcGetCUBINSize")?;
             out = vec![0u8; n];
-            // SAFETY: as above.
             check(
+                // SAFETY: `out` holds the n bytes NVRTC writes.
                 unsafe { nv::nvrtcGetCUBIN(prog, out.as_mut_ptr() as *mut c_char) },
                 "nvrtcGetCUBIN",
             )?;
@@ -256,7 +262,7 @@ fn image_for(cc: i32) -> Result<Vec<u8>> {
 /// call per device compiles and loads the module.
 pub fn function(dev: i32, name: &'static str) -> Result<cu::CUfunction> {
     let mut modules = MODULES.lock();
-    if !modules.contains_key(&dev) {
+    if let std::collections::hash_map::Entry::Vacant(slot) = modules.entry(dev) {
         available()?;
         let (mut major, mut minor) = (0, 0);
         let mut device: cu::CUdevice = 0;
@@ -282,18 +288,15 @@ pub fn function(dev: i32, name: &'static str) -> Result<cu::CUfunction> {
         }
         let image = image_for(major * 10 + minor)?;
         let mut module: cu::CUmodule = std::ptr::null_mut();
-        // SAFETY: a context is current; `image` is a CUBIN or NUL-terminated PTX alive here.
         cu_check(
+            // SAFETY: a context is current; `image` is a CUBIN or NUL-terminated PTX alive here.
             unsafe { cu::cuModuleLoadData(&mut module, image.as_ptr() as *const _) },
             "cuModuleLoadData",
         )?;
-        modules.insert(
-            dev,
-            Loaded {
-                module: module as usize,
-                functions: HashMap::new(),
-            },
-        );
+        slot.insert(Loaded {
+            module: module as usize,
+            functions: HashMap::new(),
+        });
     }
     let loaded = modules.get_mut(&dev).expect("inserted above");
     if let Some(&f) = loaded.functions.get(name) {
@@ -301,9 +304,9 @@ pub fn function(dev: i32, name: &'static str) -> Result<cu::CUfunction> {
     }
     let cname = CString::new(name).expect("kernel names have no NUL");
     let mut f: cu::CUfunction = std::ptr::null_mut();
-    // SAFETY: a module loaded in this device's primary context (never unloaded); valid
-    // out-parameter and NUL-terminated name.
     cu_check(
+        // SAFETY: a module loaded in this device's primary context (never unloaded); valid
+        // out-parameter and NUL-terminated name.
         unsafe { cu::cuModuleGetFunction(&mut f, loaded.module as cu::CUmodule, cname.as_ptr()) },
         "cuModuleGetFunction",
     )
