@@ -131,6 +131,37 @@ impl Operand {
     }
 }
 
+/// The column-major cuBLAS problem for a row-major-view `C[m, n] = A[m, k] B[k, n]`:
+/// `C' (m' x n', ld c.ld) = op(first) op(second)`.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnMajor {
+    pub m: i64,
+    pub n: i64,
+    pub first: Operand,
+    pub first_t: bool,
+    pub second: Operand,
+    pub second_t: bool,
+}
+
+/// A row-major C is the column-major `C^T (n x m) = B^T A^T` (operands swapped); a column-major
+/// C is `C (m x n) = A B`. An operand is taken as stored (no transpose) when its storage order
+/// matches C's, else transposed.
+pub fn map_to_column_major(m: i64, n: i64, c: Operand, a: Operand, b: Operand) -> ColumnMajor {
+    let (mm, nn, first, second) = if c.row_major {
+        (n, m, b, a)
+    } else {
+        (m, n, a, b)
+    };
+    ColumnMajor {
+        m: mm,
+        n: nn,
+        first,
+        first_t: first.row_major != c.row_major,
+        second,
+        second_t: second.row_major != c.row_major,
+    }
+}
+
 fn data_type(dt: DType) -> bl::cudaDataType {
     match dt {
         DType::F32 => bl::cudaDataType::CUDA_R_32F,
@@ -168,24 +199,19 @@ pub(crate) unsafe fn gemm(
             )));
         }
     }
+    let g = map_to_column_major(m, n, c, a, b);
     let h = handle(dev)?;
     let h = h.lock();
     let hb = *h as bl::cublasHandle_t;
-    // Column-major problem: (m', n') = the stored C's shape; first/second operands.
-    let (mm, nn, first, second) = if c.row_major {
-        (n, m, b, a) // C^T = B^T A^T
-    } else {
-        (m, n, a, b) // C = A B
-    };
-    // In the swapped problem an operand is usable as-is when row-major; directly, when
-    // column-major.
-    let opn = |x: &Operand| {
-        if x.row_major == c.row_major {
-            bl::cublasOperation_t::CUBLAS_OP_N
-        } else {
+    let op_of = |t: bool| {
+        if t {
             bl::cublasOperation_t::CUBLAS_OP_T
+        } else {
+            bl::cublasOperation_t::CUBLAS_OP_N
         }
     };
+    let (first, second) = (g.first, g.second);
+    let (mm, nn) = (g.m, g.n);
     let t = data_type(dt);
     let compute = bl::cublasComputeType_t::CUBLAS_COMPUTE_32F;
     let algo = bl::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
@@ -207,8 +233,8 @@ pub(crate) unsafe fn gemm(
             unsafe {
                 bl::cublasGemmEx(
                     hb,
-                    opn(&first),
-                    opn(&second),
+                    op_of(g.first_t),
+                    op_of(g.second_t),
                     mm as i32,
                     nn as i32,
                     k as i32,
@@ -235,8 +261,8 @@ pub(crate) unsafe fn gemm(
             unsafe {
                 bl::cublasGemmStridedBatchedEx(
                     hb,
-                    opn(&first),
-                    opn(&second),
+                    op_of(g.first_t),
+                    op_of(g.second_t),
                     mm as i32,
                     nn as i32,
                     k as i32,
@@ -261,5 +287,140 @@ pub(crate) unsafe fn gemm(
             },
             "cublasGemmStridedBatchedEx",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BLAS column-major GEMM on host slices, as cublasGemmEx defines it:
+    /// `C[i + j ldc] = alpha sum_p opA(i, p) opB(p, j) + beta C`, opX(r, c) = X[r + c ld] or,
+    /// transposed, X[c + r ld].
+    #[allow(clippy::too_many_arguments)]
+    fn blas_ref(
+        ta: bool,
+        tb: bool,
+        m: i64,
+        n: i64,
+        k: i64,
+        a: &[f64],
+        lda: i64,
+        b: &[f64],
+        ldb: i64,
+        c: &mut [f64],
+        ldc: i64,
+    ) {
+        let at = |r: i64, cc: i64| {
+            if ta {
+                a[(cc + r * lda) as usize]
+            } else {
+                a[(r + cc * lda) as usize]
+            }
+        };
+        let bt = |r: i64, cc: i64| {
+            if tb {
+                b[(cc + r * ldb) as usize]
+            } else {
+                b[(r + cc * ldb) as usize]
+            }
+        };
+        for i in 0..m {
+            for j in 0..n {
+                c[(i + j * ldc) as usize] = (0..k).map(|p| at(i, p) * bt(p, j)).sum();
+            }
+        }
+    }
+
+    /// Every storage order of C, A and B (and padded leading dimensions) through
+    /// `Operand::new` + `map_to_column_major` + the BLAS definition gives the row-major product.
+    #[test]
+    fn mapping_gives_the_row_major_product_for_every_storage_order() {
+        let (m, n, k) = (5i64, 7i64, 3i64);
+        let val = |i: i64, j: i64, s: i64| ((i * 31 + j * 17 + s * 7) % 13) as f64 - 6.0;
+        // row-major strides (ld = cols + pad) or column-major (ld = rows + pad)
+        let strides = |rows: i64, cols: i64, row_major: bool| {
+            if row_major {
+                (cols + 2, 1)
+            } else {
+                (1, rows + 1)
+            }
+        };
+        for &(cr, ar, br) in &[
+            (true, true, true),
+            (true, true, false),
+            (true, false, true),
+            (true, false, false),
+            (false, true, true),
+            (false, true, false),
+            (false, false, true),
+            (false, false, false),
+        ] {
+            let store = |rows: i64, cols: i64, rm: bool, seed: i64| {
+                let (rs, cs) = strides(rows, cols, rm);
+                let mut v = vec![f64::NAN; (rows * rs.max(1) + cols * cs.max(1)) as usize];
+                for i in 0..rows {
+                    for j in 0..cols {
+                        v[(i * rs + j * cs) as usize] = val(i, j, seed);
+                    }
+                }
+                (v, rs, cs)
+            };
+            let (av, ars, acs) = store(m, k, ar, 1);
+            let (bv, brs, bcs) = store(k, n, br, 2);
+            let (crs, ccs) = strides(m, n, cr);
+            let mut cv = vec![0.0; (m * crs + n * ccs) as usize];
+            let nul = std::ptr::null();
+            let ao = Operand::new("t", "a", nul, m, k, ars, acs, 0).unwrap();
+            let bo = Operand::new("t", "b", nul, k, n, brs, bcs, 0).unwrap();
+            let co = Operand::new("t", "c", nul, m, n, crs, ccs, 0).unwrap();
+            assert_eq!((ao.row_major, bo.row_major, co.row_major), (ar, br, cr));
+            let g = map_to_column_major(m, n, co, ao, bo);
+            // which host array is `first`: B when C is row-major, else A
+            let (fv, sv) = if cr { (&bv, &av) } else { (&av, &bv) };
+            blas_ref(
+                g.first_t,
+                g.second_t,
+                g.m,
+                g.n,
+                k,
+                fv,
+                g.first.ld,
+                sv,
+                g.second.ld,
+                &mut cv,
+                co.ld,
+            );
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k).map(|p| val(i, p, 1) * val(p, j, 2)).sum();
+                    let got = cv[(i * crs + j * ccs) as usize];
+                    assert_eq!(got, want, "C{:?} A{:?} B{:?} at ({i},{j})", cr, ar, br);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn operands_cublas_cannot_take_are_value_errors() {
+        let nul = std::ptr::null();
+        let e = Operand::new("ops.gemm", "a", nul, 4, 4, 8, 2, 0).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        assert!(
+            e.message()
+                .contains("ops.gemm: on CUDA `a` needs a unit stride"),
+            "{}",
+            e.message()
+        );
+        let e = Operand::new("ops.linear", "in", nul, 4, 8, 0, 1, 0).unwrap_err();
+        assert!(
+            e.message()
+                .contains("ops.linear: on CUDA `in` needs non-overlapping rows"),
+            "{}",
+            e.message()
+        );
+        // one row: any row stride; one column: any column stride
+        assert_eq!(Operand::new("t", "x", nul, 1, 8, 0, 1, 0).unwrap().ld, 8);
+        assert_eq!(Operand::new("t", "x", nul, 8, 1, 1, 0, 0).unwrap().ld, 1);
     }
 }
