@@ -11,7 +11,7 @@
 template <typename T>
 __device__ void attention(T* out, const T* q, const T* k, const T* v, int L, int H, int S, int HK,
                           int D, int DV, float scale) {
-    extern __shared__ float sm[];
+    DYNAMIC_SHARED(float, sm);
     float* qs = sm;
     float* acc = qs + D;
     float* sc = acc + DV;

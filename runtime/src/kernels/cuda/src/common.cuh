@@ -17,10 +17,15 @@ struct bf16_t {
 };
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
+// ANYFFI_EMU: the host emulation in tests/cuda/emu supplies the two f16 conversions.
 __device__ __forceinline__ float to_f32(f16_t x) {
+#ifdef ANYFFI_EMU
+    return emu_f16_to_f32(x.b);
+#else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.b));
     return f;
+#endif
 }
 __device__ __forceinline__ float to_f32(bf16_t x) {
     return __uint_as_float(((unsigned)x.b) << 16);
@@ -30,7 +35,11 @@ template <typename T> __device__ __forceinline__ T from_f32(float x);
 template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
 template <> __device__ __forceinline__ f16_t from_f32<f16_t>(float x) {
     f16_t r;
+#ifdef ANYFFI_EMU
+    r.b = emu_f32_to_f16(x);
+#else
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.b) : "f"(x));
+#endif
     return r;
 }
 template <> __device__ __forceinline__ bf16_t from_f32<bf16_t>(float x) {
@@ -46,6 +55,11 @@ template <> __device__ __forceinline__ bf16_t from_f32<bf16_t>(float x) {
 }
 
 #define NEG_INF (-__int_as_float(0x7f800000))
+
+// The dynamic shared memory array of a kernel (the host emulation defines its own).
+#ifndef DYNAMIC_SHARED
+#define DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
 
 // Up to 8 dimensions, element strides of up to 3 tensors (mirrors `Lay` in mod.rs).
 #define MAX_DIMS 8
