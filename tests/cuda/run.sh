@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Compiles every CUDA kernel source with the real NVRTC (PTX and CUBIN for sm_80 and sm_90),
-# which needs no GPU: runtime/tests/cuda_compile.rs. NVRTC comes from PyPI
-# (nvidia-cuda-nvrtc-cu12) into .venv-cuda; if pip cannot fetch it the suite is skipped (exit 0)
-# with a message. Usage: tests/cuda/run.sh
+# CUDA kernel checks that need no GPU:
+#  1. tests/cuda/emu: every kernel source run on CPU threads (host emulation of blocks, barriers
+#     and warp shuffles) against naive references;
+#  2. runtime/tests/cuda_compile.rs: every source compiled with the real NVRTC to PTX and CUBIN
+#     for sm_80 and sm_90. NVRTC comes from PyPI (nvidia-cuda-nvrtc-cu12) into .venv-cuda; if pip
+#     cannot fetch it, this part is skipped (exit status of part 1) with a message.
+# Usage: tests/cuda/run.sh
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+mkdir -p target
+echo "tests/cuda: host emulation of the kernels"
+g++ -std=c++20 -O1 -pthread -Wall -Wno-unused-function -o target/cuda_emu_test tests/cuda/emu/emu_test.cc \
+  && target/cuda_emu_test || { echo "tests/cuda: kernel emulation FAILED" >&2; exit 1; }
+echo "tests/cuda: NVRTC compilation"
 venv=.venv-cuda
 find_lib() { ls -d "$venv"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib 2>/dev/null | head -1; }
 lib=$(find_lib)
