@@ -17,6 +17,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(n)
 #define __shared__ static
 
 struct emu_dim3 {

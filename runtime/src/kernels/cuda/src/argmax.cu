@@ -59,7 +59,7 @@ __device__ void argmax(i64* out_idx, T* out_val, const T* x, i64 n) {
 }
 
 #define ARGMAX(name, T)                                                          \
-    extern "C" __global__ void name(i64* out_idx, T* out_val, const T* x, i64 n) { \
+    extern "C" __global__ void __launch_bounds__(1024) name(i64* out_idx, T* out_val, const T* x, i64 n) { \
         argmax<T>(out_idx, out_val, x, n);                                       \
     }
 ARGMAX(argmax_f32, float)

@@ -60,7 +60,7 @@ __device__ void attention(T* out, const T* q, const T* k, const T* v, int L, int
 }
 
 #define ATTENTION(name, T)                                                                  \
-    extern "C" __global__ void name(T* out, const T* q, const T* k, const T* v, int L, int H, \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS) name(T* out, const T* q, const T* k, const T* v, int L, int H, \
                                     int S, int HK, int D, int DV, float scale) {            \
         attention<T>(out, q, k, v, L, H, S, HK, D, DV, scale);                              \
     }

@@ -61,6 +61,10 @@ template <> __device__ __forceinline__ bf16_t from_f32<bf16_t>(float x) {
 #define DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 #endif
 
+// Every kernel declares the most threads per block its launcher uses (__launch_bounds__: 256,
+// argmax 1024, attention ATT_THREADS), so the compiler keeps registers within what such a block
+// may have.
+
 // Up to 8 dimensions, element strides of up to 3 tensors (mirrors `Lay` in mod.rs).
 #define MAX_DIMS 8
 struct Lay {

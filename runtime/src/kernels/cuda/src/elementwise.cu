@@ -15,7 +15,7 @@ __device__ void binary(T* c, const T* a, const T* b, i64 n, const Lay& l, int co
 }
 
 #define BINARY(name, T, OP)                                                                  \
-    extern "C" __global__ void name(T* c, const T* a, const T* b, i64 n, Lay l, int contig) { \
+    extern "C" __global__ void __launch_bounds__(256) name(T* c, const T* a, const T* b, i64 n, Lay l, int contig) { \
         binary<T, OP>(c, a, b, n, l, contig);                                                \
     }
 BINARY(add_f32, float, 0)
@@ -35,9 +35,9 @@ __device__ void bias_rows(E* y, i64 ys, const E* bias, i64 m, i64 n) {
         y[r * ys + j] = bias[j];
     }
 }
-extern "C" __global__ void bias_rows_2(u16* y, i64 ys, const u16* b, i64 m, i64 n) {
+extern "C" __global__ void __launch_bounds__(256) bias_rows_2(u16* y, i64 ys, const u16* b, i64 m, i64 n) {
     bias_rows<u16>(y, ys, b, m, n);
 }
-extern "C" __global__ void bias_rows_4(unsigned* y, i64 ys, const unsigned* b, i64 m, i64 n) {
+extern "C" __global__ void __launch_bounds__(256) bias_rows_4(unsigned* y, i64 ys, const unsigned* b, i64 m, i64 n) {
     bias_rows<unsigned>(y, ys, b, m, n);
 }

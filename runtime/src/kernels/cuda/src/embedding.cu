@@ -10,7 +10,7 @@ __device__ void embedding(E* out, const I* index, const E* weight, i64 d) {
 }
 
 #define EMBEDDING(name, E, I)                                                         \
-    extern "C" __global__ void name(E* out, const I* index, const E* weight, i64 d) { \
+    extern "C" __global__ void __launch_bounds__(256) name(E* out, const I* index, const E* weight, i64 d) { \
         embedding<E, I>(out, index, weight, d);                                       \
     }
 EMBEDDING(embedding_2_i64, u16, i64)

@@ -22,7 +22,7 @@ __device__ void rms_norm(T* y, const T* x, const W* w, Lay rows, i64 d, float ep
 }
 
 #define RMS(name, T, W)                                                                     \
-    extern "C" __global__ void name(T* y, const T* x, const W* w, Lay rows, i64 d, float eps) { \
+    extern "C" __global__ void __launch_bounds__(256) name(T* y, const T* x, const W* w, Lay rows, i64 d, float eps) { \
         rms_norm<T, W>(y, x, w, rows, d, eps);                                              \
     }
 RMS(rms_norm_f32, float, float)

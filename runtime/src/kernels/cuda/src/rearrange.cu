@@ -16,7 +16,7 @@ __device__ void rearrange(E* out, const E* in, i64 n, const Lay& l) {
 }
 
 #define REARRANGE(name, E)                                                      \
-    extern "C" __global__ void name(E* out, const E* in, i64 n, Lay l) {        \
+    extern "C" __global__ void __launch_bounds__(256) name(E* out, const E* in, i64 n, Lay l) {        \
         rearrange<E>(out, in, n, l);                                            \
     }
 REARRANGE(rearrange_1, unsigned char)

@@ -25,7 +25,7 @@ __device__ void rope(T* y, i64 ys0, i64 ys1, const T* x, i64 xs0, i64 xs1, const
 }
 
 #define ROPE(name, T, P)                                                                   \
-    extern "C" __global__ void name(T* y, i64 ys0, i64 ys1, const T* x, i64 xs0, i64 xs1,  \
+    extern "C" __global__ void __launch_bounds__(256) name(T* y, i64 ys0, i64 ys1, const T* x, i64 xs0, i64 xs1,  \
                                     const P* pos, int h, float theta) {                    \
         rope<T, P>(y, ys0, ys1, x, xs0, xs1, pos, h, theta);                               \
     }
