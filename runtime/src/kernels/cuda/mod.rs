@@ -199,7 +199,7 @@ pub(crate) fn rms_norm(
     let rows: i64 = rows_shape.iter().product();
     if rows > i32::MAX as i64 {
         return Err(Error::value_error(format!(
-            "{op}: on CUDA at most {} rows, got {rows}",
+            "{op}: on CUDA `in` may have at most {} rows, got {rows}",
             i32::MAX
         )));
     }
@@ -236,7 +236,7 @@ pub(crate) fn rope(
     let c = ctx(op, dev)?;
     if seq > i32::MAX as i64 || nhead > 65535 || h > i32::MAX as i64 {
         return Err(Error::value_error(format!(
-            "{op}: on CUDA seqlen must be < 2^31 and nhead <= 65535, got ({seq}, {nhead}, {})",
+            "{op}: on CUDA `in` must have seqlen < 2^31 and nhead <= 65535, got shape ({seq}, {nhead}, {})",
             2 * h
         )));
     }
@@ -337,7 +337,7 @@ pub(crate) fn embedding(
     }
     if n > i32::MAX as i64 {
         return Err(Error::value_error(format!(
-            "{op}: on CUDA at most {} indices, got {n}",
+            "{op}: on CUDA `index` may hold at most {} indices, got {n}",
             i32::MAX
         )));
     }
@@ -382,7 +382,7 @@ pub(crate) fn rearrange(
         16 => "rearrange_16",
         _ => {
             return Err(Error::value_error(format!(
-                "{op}: on CUDA elements of 1, 2, 4, 8 or 16 bytes are supported, got {esize}"
+                "{op}: on CUDA `out` must have elements of 1, 2, 4, 8 or 16 bytes, got {esize}"
             )))
         }
     };
@@ -424,14 +424,14 @@ pub(crate) fn self_attention(
     let [l, h, s, _, d, dv] = dims;
     if d + dv > ATTENTION_MAX_D_PLUS_DV {
         return Err(Error::value_error(format!(
-            "{op}: on CUDA the head sizes d ({d}) + dv ({dv}) must be at most \
-             {ATTENTION_MAX_D_PLUS_DV}"
+            "{op}: on CUDA the head sizes of `q` (d = {d}) and `v` (dv = {dv}) must add up to at \
+             most {ATTENTION_MAX_D_PLUS_DV}"
         )));
     }
     if h > 65535 || l > i32::MAX as i64 || s > i32::MAX as i64 {
         return Err(Error::value_error(format!(
-            "{op}: on CUDA nhead must be <= 65535 and seqlen, total_len < 2^31, got nhead {h}, \
-             seqlen {l}, total_len {s}"
+            "{op}: on CUDA `q` must have nhead <= 65535 and seqlen < 2^31, and `k` total_len < \
+             2^31, got nhead {h}, seqlen {l}, total_len {s}"
         )));
     }
     let c = ctx(op, dev)?;
