@@ -527,4 +527,26 @@ fn unsupported_cuda_layout_is_a_value_error() {
         "{}",
         e.message()
     );
+    // attention beyond the documented shared-memory limit (d + dv <= 8192)
+    let q = DevTensor::new(&HostTensor::new(&[1, 1, 8192], Dt::F32));
+    let k = DevTensor::new(&HostTensor::new(&[1, 1, 8192], Dt::F32));
+    let v = DevTensor::new(&HostTensor::new(&[1, 1, 8], Dt::F32));
+    let o = DevTensor::new(&HostTensor::new(&[1, 1, 8], Dt::F32));
+    let e = call(
+        "ops.self_attention",
+        &[
+            o.view.view(),
+            q.view.view(),
+            k.view.view(),
+            v.view.view(),
+            AnyView::from(0.1),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), "ValueError", "{}", e.message());
+    assert!(
+        e.message().contains("must add up to at most 8192"),
+        "{}",
+        e.message()
+    );
 }
