@@ -5,7 +5,8 @@
 //! `C^T = B^T A^T` (operands swapped), and a column-major C runs directly.
 //!
 //! libcublas is loaded by cudarc, whose lazy loading panics when the library is missing, so it
-//! is probed first (cudarc's candidate list: `libcublas.so`, `libcublas.so.12`, ...). One handle
+//! is probed first (cudarc's candidate list: `libcublas.so`, `libcublas.so.12`, ...;
+//! `ANYFFI_CUBLAS_LIBRARY=/path/to/libcublas.so.12` loads one by path first). One handle
 //! per device, created on first use in the device's primary context; calls hold its lock while
 //! they set the stream and enqueue, so threads may share it.
 
@@ -23,20 +24,21 @@ use crate::ops::DType;
 /// The message when no cuBLAS library can be loaded.
 pub const NO_CUBLAS: &str = "the cuBLAS library libcublas.so was not found (install the CUDA \
      toolkit's cuBLAS, e.g. `pip install nvidia-cublas-cu12`, and add its lib directory to \
-     LD_LIBRARY_PATH)";
+     LD_LIBRARY_PATH or set ANYFFI_CUBLAS_LIBRARY to the library's path)";
 
-static PRESENT: LazyLock<bool> = LazyLock::new(|| {
+static PROBE: LazyLock<std::result::Result<(), String>> = LazyLock::new(|| {
+    super::preload("ANYFFI_CUBLAS_LIBRARY")?;
     // SAFETY: only tries to dlopen cudarc's candidate names; no cuBLAS function is called.
-    unsafe { bl::is_culib_present() }
+    if unsafe { bl::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(NO_CUBLAS.into())
+    }
 });
 
 /// Ok when cuBLAS is loadable, else a RuntimeError naming the library.
 pub fn available() -> Result<()> {
-    if *PRESENT {
-        Ok(())
-    } else {
-        Err(Error::runtime_error(NO_CUBLAS))
-    }
+    PROBE.clone().map_err(Error::runtime_error)
 }
 
 /// cuBLAS handles by device id (addresses), each behind its own lock.

@@ -55,6 +55,26 @@ impl Lay {
     }
 }
 
+/// Loads the library named by the environment variable `var` (a path), if set, and keeps it
+/// loaded for the process, so that cudarc's later lookup by soname finds this copy.
+fn preload(var: &str) -> std::result::Result<(), String> {
+    let Some(path) = std::env::var_os(var) else {
+        return Ok(());
+    };
+    // SAFETY: loading an NVIDIA library runs only its initialisers, which have no
+    // preconditions.
+    match unsafe { libloading::Library::new(&path) } {
+        Ok(lib) => {
+            std::mem::forget(lib);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "{var}={} could not be loaded: {e}",
+            path.to_string_lossy()
+        )),
+    }
+}
+
 /// The device and stream of one op call.
 #[derive(Clone, Copy)]
 pub struct Ctx {

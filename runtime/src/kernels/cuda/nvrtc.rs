@@ -39,19 +39,7 @@ pub const NO_NVRTC: &str = "the NVRTC library libnvrtc.so was not found (install
 
 /// Whether NVRTC can be used: `Err` says why not. Probed once.
 static PROBE: LazyLock<std::result::Result<(), String>> = LazyLock::new(|| {
-    if let Some(path) = std::env::var_os("ANYFFI_NVRTC_LIBRARY") {
-        // SAFETY: loading NVRTC runs only its (C++) initialisers, which have no preconditions.
-        match unsafe { libloading::Library::new(&path) } {
-            // Kept loaded for the process: cudarc resolves its soname to this copy.
-            Ok(lib) => std::mem::forget(lib),
-            Err(e) => {
-                return Err(format!(
-                    "ANYFFI_NVRTC_LIBRARY={} could not be loaded: {e}",
-                    path.to_string_lossy()
-                ))
-            }
-        }
-    }
+    super::preload("ANYFFI_NVRTC_LIBRARY")?;
     // SAFETY: only tries to dlopen cudarc's candidate names; no NVRTC function is called.
     if unsafe { nv::is_culib_present() } {
         Ok(())
