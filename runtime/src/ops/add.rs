@@ -7,6 +7,7 @@ use super::binary::{self, BinaryKernels};
 use crate::kernels::cpu::elementwise as k;
 
 const KERNELS: BinaryKernels = BinaryKernels {
+    cuda: crate::kernels::cuda::Binary::Add,
     f32: k::add_f32,
     f16: k::add_f16,
     bf16: k::add_bf16,

@@ -7,6 +7,7 @@ use half::{bf16, f16};
 
 use super::{expect_args, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::misc as k;
+use crate::kernels::cuda;
 
 const OP: &str = "ops.argmax";
 
@@ -31,7 +32,9 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     idx.expect_no_overlap(&vals)?;
     val.expect_no_overlap(&vals)?;
     idx.expect_no_overlap(&val)?;
-    let Target::Cpu = target(OP, &[&vals, &idx, &val])?;
+    if let Target::Cuda(dev) = target(OP, &[&vals, &idx, &val])? {
+        return cuda::argmax(OP, dev, vals.dtype, idx.data, val.data, vals.data, n as i64);
+    }
     // SAFETY: n contiguous values; 1-element outputs that overlap nothing.
     unsafe {
         let i = match vals.dtype {

@@ -7,9 +7,12 @@ use half::{bf16, f16};
 
 use super::{expect_args, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::Strided;
+use crate::kernels::cuda;
 
 /// The named kernels of one binary op, contiguous and strided, per dtype.
 pub(super) struct BinaryKernels {
+    /// The CUDA kernel family.
+    pub cuda: cuda::Binary,
     pub f32: unsafe fn(*mut f32, *const f32, *const f32, usize),
     pub f16: unsafe fn(*mut f16, *const f16, *const f16, usize),
     pub bf16: unsafe fn(*mut bf16, *const bf16, *const bf16, usize),
@@ -36,10 +39,23 @@ pub(super) fn call(
     b.expect_same_shape(&c)?;
     c.expect_same_or_disjoint(&a)?;
     c.expect_same_or_disjoint(&b)?;
-    let Target::Cpu = target(op, &[&c, &a, &b])?;
+    let tg = target(op, &[&c, &a, &b])?;
     let n = c.numel();
     if n == 0 {
         return Ok(());
+    }
+    if let Target::Cuda(dev) = tg {
+        let contiguous = c.is_contiguous() && a.is_contiguous() && b.is_contiguous();
+        return cuda::binary(
+            op,
+            dev,
+            k.cuda,
+            c.dtype,
+            [c.data, a.data, b.data],
+            c.shape,
+            [c.strides(), a.strides(), b.strides()],
+            contiguous,
+        );
     }
     if c.is_contiguous() && a.is_contiguous() && b.is_contiguous() {
         // SAFETY: validated: n elements each, exact alias or disjoint.

@@ -6,6 +6,7 @@ use anyffi::{AnyView, Error, Result};
 
 use super::{expect_args, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::misc as k;
+use crate::kernels::cuda;
 
 const OP: &str = "ops.embedding";
 
@@ -31,7 +32,20 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     out.expect_contiguous()?;
     out.expect_no_overlap(&weight)?;
     out.expect_no_overlap(&index)?;
-    let Target::Cpu = target(OP, &[&out, &index, &weight])?;
+    if let Target::Cuda(dev) = target(OP, &[&out, &index, &weight])? {
+        return cuda::embedding(
+            OP,
+            dev,
+            weight.esize,
+            index.dtype == DType::I64,
+            out.data,
+            index.data,
+            weight.data,
+            n,
+            v,
+            d,
+        );
+    }
     let n = n as usize;
     // SAFETY: n contiguous indices.
     let idx: Vec<i64> = unsafe {

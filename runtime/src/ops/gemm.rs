@@ -11,6 +11,7 @@ use half::{bf16, f16};
 use super::plan_cache::{with_scratch, Key, Lru};
 use super::{expect_args, float_arg, target, tensor_arg, DType, Target, TensorArg};
 use crate::kernels::cpu::gemm::{gemm_bf16, gemm_f16, gemm_f32, gemm_half_workspace, Mat};
+use crate::kernels::cuda;
 
 const OP: &str = "ops.gemm";
 
@@ -28,6 +29,8 @@ struct Plan {
     alpha: f32,
     beta: f32,
     ws: usize,
+    /// The CUDA device, when the tensors live there (cuBLAS).
+    cuda: Option<i32>,
 }
 
 thread_local! {
@@ -54,8 +57,55 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     })?;
     c.expect_no_overlap(&a)?;
     c.expect_no_overlap(&b)?;
+    if let Some(dev) = plan.cuda {
+        return run_cuda(dev, &plan, &c, &a, &b);
+    }
     run(&plan, &c, &a, &b);
     Ok(())
+}
+
+/// cuBLAS: every operand needs a unit stride in one of its matrix dimensions, rows (or
+/// columns) that do not overlap, and C distinct matrices per batch.
+fn run_cuda(
+    dev: i32,
+    p: &Plan,
+    c: &TensorArg<'_>,
+    a: &TensorArg<'_>,
+    b: &TensorArg<'_>,
+) -> Result<()> {
+    if p.m == 0 || p.n == 0 || p.batch == 0 {
+        return Ok(());
+    }
+    if p.batch > 1 && p.c[0] == 0 {
+        return Err(Error::value_error(format!(
+            "{OP}: on CUDA `c` must not repeat one matrix over the batch (batch stride 0)"
+        )));
+    }
+    let (batch, m, n, k) = (p.batch as i64, p.m as i64, p.n as i64, p.k as i64);
+    let operand = |t: &TensorArg<'_>, s: [isize; 3], r: i64, cc: i64| {
+        cuda::Operand::new(
+            OP,
+            t.name,
+            t.data as *const std::ffi::c_void,
+            r,
+            cc,
+            s[1] as i64,
+            s[2] as i64,
+            s[0] as i64,
+        )
+    };
+    let (co, ao, bo) = (
+        operand(c, p.c, m, n)?,
+        operand(a, p.a, m, k)?,
+        operand(b, p.b, k, n)?,
+    );
+    let ctx = cuda::ctx(OP, dev)?;
+    // SAFETY: validated shapes and strides on this device; c overlaps neither input.
+    unsafe {
+        cuda::gemm(
+            OP, dev, ctx.stream, p.dtype, batch, m, n, k, co, ao, bo, p.alpha, p.beta,
+        )
+    }
 }
 
 /// (batch stride, row stride, col stride) of a 2-D or 3-D operand; batch stride 0 broadcasts.
@@ -116,9 +166,12 @@ fn plan(
         |t: &TensorArg<'_>, s: &'static str, s3: &'static str| if t.ndim() == 3 { s3 } else { s };
     a.expect_shape(what(a, "(M, K)", "(B, M, K)"), &with_batch(a, m, k))?;
     b.expect_shape(what(b, "(K, N)", "(B, K, N)"), &with_batch(b, k, n))?;
-    let Target::Cpu = target(OP, &[c, a, b])?;
+    let cuda = match target(OP, &[c, a, b])? {
+        Target::Cpu => None,
+        Target::Cuda(dev) => Some(dev),
+    };
     let (batch, m, n, k) = (batch as usize, m as usize, n as usize, k as usize);
-    let ws = if c.dtype == DType::F32 {
+    let ws = if c.dtype == DType::F32 || cuda.is_some() {
         0
     } else {
         gemm_half_workspace(m, n, k)
@@ -135,6 +188,7 @@ fn plan(
         alpha,
         beta,
         ws,
+        cuda,
     })
 }
 

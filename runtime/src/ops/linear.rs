@@ -14,6 +14,7 @@ use super::{expect_args, optional_tensor_arg, target, tensor_arg, DType, Target,
 use crate::kernels::cpu::gemm::{gemm_f32, narrow_2d, widen_2d, Mat};
 use crate::kernels::cpu::simd::Elem;
 use crate::kernels::cpu::{gemv, sgemm_nt};
+use crate::kernels::cuda;
 
 const OP: &str = "ops.linear";
 
@@ -44,6 +45,8 @@ struct Plan {
     w_rs: isize,
     /// f32 scratch elements needed.
     ws: usize,
+    /// The CUDA device, when the tensors live there (cuBLAS).
+    cuda: Option<i32>,
 }
 
 thread_local! {
@@ -73,8 +76,42 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     if let Some(b) = &bias {
         out.expect_no_overlap(b)?;
     }
+    if let Some(dev) = plan.cuda {
+        return run_cuda(dev, &plan, &out, &inp, &w, bias.as_ref());
+    }
     run(&plan, &out, &inp, &w, bias.as_ref());
     Ok(())
+}
+
+/// cuBLAS `Y = X W^T (+ b)`: the bias is first copied into every row of Y and the GEMM runs
+/// with beta = 1, so it is added in f32 and rounded once, as on the CPU.
+fn run_cuda(
+    dev: i32,
+    p: &Plan,
+    out: &TensorArg<'_>,
+    inp: &TensorArg<'_>,
+    w: &TensorArg<'_>,
+    bias: Option<&TensorArg<'_>>,
+) -> Result<()> {
+    if p.m == 0 || p.n == 0 {
+        return Ok(());
+    }
+    let (m, n, k) = (p.m as i64, p.n as i64, p.k as i64);
+    let void = |t: &TensorArg<'_>| t.data as *const std::ffi::c_void;
+    let c = cuda::Operand::new(OP, "out", void(out), m, n, p.y_rs as i64, 1, 0)?;
+    let a = cuda::Operand::new(OP, "in", void(inp), m, k, p.x_rs as i64, 1, 0)?;
+    // W^T as a [K, N] operand: element (kk, j) = W[j, kk].
+    let b = cuda::Operand::new(OP, "weight", void(w), k, n, 1, p.w_rs as i64, 0)?;
+    let ctx = cuda::ctx(OP, dev)?;
+    let beta = match bias {
+        Some(bt) => {
+            cuda::bias_rows(OP, ctx, out.esize, out.data, p.y_rs as i64, bt.data, m, n)?;
+            1.0
+        }
+        None => 0.0,
+    };
+    // SAFETY: validated shapes and strides on this device; out overlaps no input.
+    unsafe { cuda::gemm(OP, dev, ctx.stream, p.dtype, 1, m, n, k, c, a, b, 1.0, beta) }
 }
 
 /// Validates the layout once and picks the kernel.
@@ -122,7 +159,10 @@ fn plan(
     let w_rs = w.strides()[0] as isize;
     let mut ts = vec![out, inp, w];
     ts.extend(bias);
-    let Target::Cpu = target(OP, &ts)?;
+    let cuda = match target(OP, &ts)? {
+        Target::Cpu => None,
+        Target::Cuda(dev) => Some(dev),
+    };
     let (n, k) = (n as usize, k as usize);
     let m: usize = inp.shape[..nd - 1].iter().product::<i64>() as usize;
     let kind = if m <= GEMV_MAX_ROWS {
@@ -131,6 +171,7 @@ fn plan(
         Kind::Gemm
     };
     let ws = match (kind, inp.dtype) {
+        _ if cuda.is_some() => 0,
         (Kind::Gemv, DType::F32) => 0,
         (Kind::Gemv, _) => k,
         (Kind::Gemm, DType::F32) => 0,
@@ -146,6 +187,7 @@ fn plan(
         y_rs,
         w_rs,
         ws,
+        cuda,
     })
 }
 

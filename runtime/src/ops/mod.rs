@@ -1,10 +1,12 @@
 //! The operator library (`ops.*` global functions, spec §2): one file per operator, each
 //! validating its arguments once (device, dtype, shape, strides, overlap) with errors that name
-//! the op and the argument, then dispatching by device and dtype to `kernels::cpu`.
+//! the op and the argument, then dispatching by device and dtype to `kernels::cpu` or
+//! `kernels::cuda`.
 //!
 //! Every op is a packed function taking `ffi.Tensor` objects or borrowed `DLTensor*` views,
-//! outputs first (LLAISYS order), and writes every output element. CUDA tensors are rejected
-//! with a RuntimeError until the CUDA runtime lands.
+//! outputs first (LLAISYS order), and writes every output element. On CUDA the ops enqueue on
+//! the thread's current stream and return without waiting (see `kernels::cuda`); with no
+//! driver they fail with a RuntimeError naming `libcuda.so`.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -474,6 +476,8 @@ pub(crate) fn float_arg(op: &str, args: &[AnyView<'_>], idx: usize, name: &str) 
 /// Where an op runs.
 pub(crate) enum Target {
     Cpu,
+    /// A CUDA device id (the driver is loaded and the id exists).
+    Cuda(i32),
 }
 
 /// Checks that every tensor sits on the first one's device and picks the target.
@@ -492,9 +496,23 @@ pub(crate) fn target(op: &str, tensors: &[&TensorArg<'_>]) -> Result<Target> {
     }
     match first.device.0 {
         d if d == kDLCPU || d == kDLCUDAHost => Ok(Target::Cpu),
-        d if d == kDLCUDA => Err(Error::runtime_error(format!(
-            "{op}: CUDA tensors need the CUDA runtime (not built in this branch)"
-        ))),
+        d if d == kDLCUDA => {
+            use crate::device::DeviceRuntime;
+            let id = first.device.1;
+            let cuda = &*crate::device::cuda::CUDA;
+            if let Some(why) = cuda.unavailable_reason() {
+                return Err(Error::runtime_error(format!(
+                    "{op}: cuda:{id} is unavailable: {why}"
+                )));
+            }
+            if id < 0 || id >= cuda.get_device_count() {
+                return Err(Error::value_error(format!(
+                    "{op}: device id {id} is out of range for cuda (valid ids: 0..{})",
+                    cuda.get_device_count()
+                )));
+            }
+            Ok(Target::Cuda(id))
+        }
         d => Err(Error::runtime_error(format!(
             "{op}: device type {d} ({}) is not supported",
             device_str(first.device)

@@ -5,6 +5,7 @@ use anyffi::{AnyView, Error, Result};
 
 use super::{expect_args, target, tensor_arg, Target};
 use crate::kernels::cpu::{misc as k, Strided};
+use crate::kernels::cuda;
 
 const OP: &str = "ops.rearrange";
 
@@ -20,7 +21,7 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
             out.dtype.name()
         )));
     }
-    let Target::Cpu = target(OP, &[&out, &inp])?;
+    let tg = target(OP, &[&out, &inp])?;
     if out.numel() == 0 {
         return Ok(());
     }
@@ -28,6 +29,18 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
         return Ok(());
     }
     out.expect_no_overlap(&inp)?;
+    if let Target::Cuda(dev) = tg {
+        return cuda::rearrange(
+            OP,
+            dev,
+            out.esize,
+            out.data,
+            inp.data,
+            out.shape,
+            out.strides(),
+            inp.strides(),
+        );
+    }
     let l = Strided::new(out.shape, [out.strides(), inp.strides()]);
     // SAFETY: validated layouts, disjoint.
     unsafe { k::rearrange(out.data, inp.data, out.esize, &l) };

@@ -7,6 +7,7 @@ use anyffi::{AnyView, Error, Result};
 
 use super::{expect_args, float_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::{norm as k, Strided};
+use crate::kernels::cuda;
 
 const OP: &str = "ops.rms_norm";
 
@@ -44,11 +45,25 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
             "{OP}: `eps` must be >= 0, got {eps}"
         )));
     }
-    let Target::Cpu = target(OP, &[&out, &inp, &w])?;
+    let tg = target(OP, &[&out, &inp, &w])?;
     if out.numel() == 0 {
         return Ok(());
     }
     let nd = inp.ndim();
+    if let Target::Cuda(dev) = tg {
+        return cuda::rms_norm(
+            OP,
+            dev,
+            inp.dtype,
+            w.dtype,
+            [out.data, inp.data, w.data],
+            &inp.shape[..nd - 1],
+            &out.strides()[..nd - 1],
+            &inp.strides()[..nd - 1],
+            d,
+            eps,
+        );
+    }
     let rows = Strided::new(
         &inp.shape[..nd - 1],
         [&out.strides()[..nd - 1], &inp.strides()[..nd - 1]],

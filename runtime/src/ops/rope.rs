@@ -7,6 +7,7 @@ use anyffi::{AnyView, Error, Result};
 
 use super::{expect_args, float_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::rope::{self as k, Positions};
+use crate::kernels::cuda;
 
 const OP: &str = "ops.rope";
 
@@ -44,9 +45,27 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     out.expect_unit_last_stride()?;
     out.expect_same_or_disjoint(&inp)?;
     out.expect_no_overlap(&pos)?;
-    let Target::Cpu = target(OP, &[&out, &inp, &pos])?;
+    let tg = target(OP, &[&out, &inp, &pos])?;
     if out.numel() == 0 {
         return Ok(());
+    }
+    if let Target::Cuda(dev) = tg {
+        let st = |s: &[i64]| [s[0], s[1]];
+        return cuda::rope(
+            OP,
+            dev,
+            inp.dtype,
+            pos.dtype == DType::I64,
+            out.data,
+            st(out.strides()),
+            inp.data,
+            st(inp.strides()),
+            pos.data,
+            seq,
+            nhead,
+            d / 2,
+            theta as f32,
+        );
     }
     let p = match pos.dtype {
         DType::I64 => Positions::I64(pos.ptr()),

@@ -6,6 +6,7 @@ use anyffi::{AnyView, Error, Result};
 
 use super::{expect_args, float_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::attention::{self as k, AttnDims};
+use crate::kernels::cuda;
 
 const OP: &str = "ops.self_attention";
 
@@ -46,12 +47,22 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     for t in [&q, &kk, &v] {
         out.expect_no_overlap(t)?;
     }
-    let Target::Cpu = target(OP, &[&out, &q, &kk, &v])?;
+    let tg = target(OP, &[&out, &q, &kk, &v])?;
     if out.numel() == 0 {
         return Ok(());
     }
     if s == 0 || h == 0 {
         return Ok(());
+    }
+    if let Target::Cuda(dev) = tg {
+        return cuda::self_attention(
+            OP,
+            dev,
+            q.dtype,
+            [out.data, q.data, kk.data, v.data],
+            [l, h, s, hk, d, dv],
+            scale,
+        );
     }
     let dm = AttnDims {
         l: l as usize,

@@ -8,6 +8,7 @@ use super::binary::{self, BinaryKernels};
 use crate::kernels::cpu::elementwise as k;
 
 const KERNELS: BinaryKernels = BinaryKernels {
+    cuda: crate::kernels::cuda::Binary::Swiglu,
     f32: k::swiglu_f32,
     f16: k::swiglu_f16,
     bf16: k::swiglu_bf16,
