@@ -226,12 +226,12 @@ named! {
 mod tests {
     use super::*;
 
-    /// Outputs past `STREAM_MIN_BYTES` take the non-temporal path, with a scalar head up to the
+    /// Outputs past `stream_min_bytes()` take the non-temporal path, with a scalar head up to the
     /// vector alignment: misaligned, in place and odd-length runs give the same values as
     /// element-by-element arithmetic.
     #[test]
     fn streamed_outputs_match_scalar_arithmetic() {
-        let n = super::super::STREAM_MIN_BYTES / 4 + 77;
+        let n = super::super::stream_min_bytes() / 4 + 77;
         assert!(stream_output(n * 4));
         let a: Vec<f32> = (0..n + 3)
             .map(|i| (i % 1013) as f32 * 0.37 - 100.0)
