@@ -60,6 +60,17 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
                 i += 1;
             }
         }
+        if !nt && std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+            // bf16 in pair space: one shift and one mask widen 2 LANES elements, and the
+            // results go back as one store (element-wise, so the pair order never shows).
+            let (a16, b16, c16) = (a as *const u16, b as *const u16, c as *mut u16);
+            while i + 2 * l <= n {
+                let (xe, xo) = s.load_bf16_pairs(a16.add(i));
+                let (ye, yo) = s.load_bf16_pairs(b16.add(i));
+                s.store_bf16_pairs(c16.add(i), O::apply(s, xe, ye), O::apply(s, xo, yo));
+                i += 2 * l;
+            }
+        }
         while i + 2 * l <= n {
             let x0 = T::load(s, a.add(i));
             let y0 = T::load(s, b.add(i));

@@ -7,6 +7,10 @@ use half::{bf16, f16};
 use super::simd::{multiversion, put, Elem, Scalar, Simd};
 use super::{par_ranges, stream_fence, stream_output, SendPtr, Strided};
 
+fn is<A: 'static, B: 'static>() -> bool {
+    std::any::TypeId::of::<A>() == std::any::TypeId::of::<B>()
+}
+
 #[inline(always)]
 unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     s: S,
@@ -23,6 +27,17 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
         let mut acc0 = s.splat(0.0);
         let mut acc1 = s.splat(0.0);
         let mut i = 0;
+        // bf16 rows (and weights) in pair space: one shift and one mask widen 2 LANES
+        // elements, one store writes them back (element-wise, so the order never shows).
+        let pairs = !nt && is::<T, bf16>() && is::<W, bf16>();
+        if is::<T, bf16>() {
+            while i + 2 * l <= d {
+                let (v0, v1) = s.load_bf16_pairs((x as *const u16).add(i));
+                acc0 = s.fma(v0, v0, acc0);
+                acc1 = s.fma(v1, v1, acc1);
+                i += 2 * l;
+            }
+        }
         while i + 2 * l <= d {
             let v0 = T::load(s, x.add(i));
             let v1 = T::load(s, x.add(i + l));
@@ -44,6 +59,16 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
         let r = 1.0 / (ss / d as f32 + eps).sqrt();
         let rv = s.splat(r);
         let mut i = 0;
+        if pairs {
+            let (x16, w16, y16) = (x as *const u16, w as *const u16, y as *mut u16);
+            while i + 2 * l <= d {
+                let (xe, xo) = s.load_bf16_pairs(x16.add(i));
+                let (we, wo) = s.load_bf16_pairs(w16.add(i));
+                let (ye, yo) = (s.mul(s.mul(xe, rv), we), s.mul(s.mul(xo, rv), wo));
+                s.store_bf16_pairs(y16.add(i), ye, yo);
+                i += 2 * l;
+            }
+        }
         if nt {
             // streaming stores need vector-aligned addresses: a scalar head first
             let align = l * std::mem::size_of::<T>();

@@ -143,6 +143,9 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     /// `load_bf16` (for dot products whose other operand is stored in the same order, see
     /// `pair_order`).
     unsafe fn load_bf16_pairs(self, p: *const u16) -> (Self::V, Self::V);
+    /// Stores `2 * LANES` bf16 values given as `(even, odd)` lanes (the inverse of
+    /// `load_bf16_pairs`), each rounded once to nearest even (NaN stays a quiet NaN).
+    unsafe fn store_bf16_pairs(self, p: *mut u16, even: Self::V, odd: Self::V);
     unsafe fn store_bf16(self, p: *mut u16, v: Self::V);
     unsafe fn load_f16(self, p: *const u16) -> Self::V;
     unsafe fn store_f16(self, p: *mut u16, v: Self::V);
@@ -298,6 +301,14 @@ unsafe impl Simd for Scalar {
         unsafe { (self.load_bf16(p), self.load_bf16(p.add(1))) }
     }
     #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut u16, even: f32, odd: f32) {
+        // SAFETY: two writable u16 (caller).
+        unsafe {
+            self.store_bf16(p, even);
+            self.store_bf16(p.add(1), odd);
+        }
+    }
+    #[inline(always)]
     unsafe fn store_bf16(self, p: *mut u16, v: f32) {
         // SAFETY: as above.
         unsafe { p.write_unaligned(bf16::from_f32(v).to_bits()) }
@@ -401,6 +412,20 @@ mod x86 {
             Avx2(())
         }
 
+        /// 8 lanes rounded to bf16 (nearest even; NaN becomes the quiet NaN 0x7fc0) in the
+        /// upper half of each 32-bit lane.
+        #[inline(always)]
+        fn round_bf16_hi(self, v: __m256) -> __m256i {
+            // SAFETY: AVX2 present (type invariant).
+            unsafe {
+                let b = _mm256_castps_si256(v);
+                let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(b), _mm256_set1_epi32(1));
+                let r = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb);
+                let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+                _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc00000), nan)
+            }
+        }
+
         /// 8 lanes rounded to bf16 (nearest even; NaN becomes the quiet NaN 0x7fc0).
         #[inline(always)]
         fn pack_bf16(self, v: __m256) -> __m128i {
@@ -481,6 +506,18 @@ mod x86 {
             unsafe {
                 let h = _mm_loadu_si128(p as *const __m128i);
                 _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_bf16_pairs(self, p: *mut u16, even: __m256, odd: __m256) {
+            // SAFETY: 16 writable u16 (caller); AVX2 present.
+            unsafe {
+                let (e, o) = (self.round_bf16_hi(even), self.round_bf16_hi(odd));
+                let w = _mm256_or_si256(
+                    _mm256_srli_epi32::<16>(e),
+                    _mm256_and_si256(o, _mm256_set1_epi32(0xffff0000u32 as i32)),
+                );
+                _mm256_storeu_si256(p as *mut __m256i, w)
             }
         }
         #[inline(always)]
@@ -680,6 +717,24 @@ mod x86 {
             unsafe {
                 let h = _mm256_loadu_si256(p as *const __m256i);
                 _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_bf16_pairs(self, p: *mut u16, even: __m512, odd: __m512) {
+            // SAFETY: 32 writable u16 (caller); AVX-512F present.
+            unsafe {
+                let round = |v: __m512| {
+                    let b = _mm512_castps_si512(v);
+                    let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+                    let r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb);
+                    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                    _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc00000))
+                };
+                let w = _mm512_or_si512(
+                    _mm512_srli_epi32::<16>(round(even)),
+                    _mm512_and_si512(round(odd), _mm512_set1_epi32(0xffff0000u32 as i32)),
+                );
+                _mm512_storeu_si512(p as *mut _, w)
             }
         }
         #[inline(always)]
@@ -1217,6 +1272,70 @@ mod pair_tests {
             s.store(out.add(S::LANES), o);
             *lanes = S::LANES;
         }
+    }
+
+    #[inline(always)]
+    unsafe fn store_pairs_body<S: Simd>(s: S, src: *const f32, out: *mut u16, lanes: *mut usize) {
+        // SAFETY: 32 readable floats (already in pair order) and 32 writable u16 (caller).
+        unsafe {
+            s.store_bf16_pairs(out, s.load(src), s.load(src.add(S::LANES)));
+            *lanes = S::LANES;
+        }
+    }
+
+    /// Pair stores round like `bf16::from_f32` (nearest even, ties, infinities, NaN quiet,
+    /// subnormals kept) and put every value back in its natural place.
+    #[test]
+    fn bf16_pair_stores_round_once_at_every_level() {
+        let mut vals: Vec<f32> = vec![
+            1.0,
+            -2.5,
+            f32::from_bits(0x3f80_8000), // tie, even below: 1.0
+            f32::from_bits(0x3f81_8000), // tie, odd below: rounds up
+            f32::from_bits(0x3f80_8001),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::from_bits(0x7f80_0001), // signalling NaN with low payload only
+            f32::from_bits(0x0000_1234), // subnormal
+            f32::MAX,
+            -0.0,
+        ];
+        vals.extend((0..20).map(|i| (i as f32 - 9.3) * 1.0371));
+        let want: Vec<u16> = vals.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+        for lv in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
+            let lv = force_level(lv);
+            let mut l = 0usize;
+            let mut probe = [0u16; 32];
+            let (pp, lp) = (probe.as_mut_ptr(), &mut l as *mut usize);
+            let zeros = [0f32; 32];
+            let z = zeros.as_ptr();
+            // SAFETY: 32 values each way.
+            unsafe {
+                multiversion!(store_pairs_body, [], (z: *const f32, pp: *mut u16, lp: *mut usize))
+            };
+            for chunk in 0..vals.len() / (2 * l) {
+                let nat = &vals[chunk * 2 * l..][..2 * l];
+                let mut ordered = vec![0f32; 2 * l];
+                pair_order(nat, &mut ordered, l);
+                let mut out = [0u16; 32];
+                let (src, o, lp) = (ordered.as_ptr(), out.as_mut_ptr(), &mut l as *mut usize);
+                // SAFETY: 2 * LANES values each way.
+                unsafe {
+                    multiversion!(store_pairs_body, [], (src: *const f32, o: *mut u16, lp: *mut usize))
+                };
+                for j in 0..2 * l {
+                    let (got, w) = (out[j], want[chunk * 2 * l + j]);
+                    let both_nan = bf16::from_bits(got).is_nan() && bf16::from_bits(w).is_nan();
+                    assert!(
+                        got == w || both_nan,
+                        "{lv:?} value {}: {got:#x} want {w:#x}",
+                        nat[j]
+                    );
+                }
+            }
+        }
+        force_level(Level::Avx512Bf16);
     }
 
     #[test]
