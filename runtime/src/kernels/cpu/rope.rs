@@ -97,14 +97,55 @@ unsafe fn rotate_body<S: Simd, T: Elem>(
     }
 }
 
+/// Rotates one bf16 head vector of length 2h in pair space (`load_bf16_pairs` /
+/// `store_bf16_pairs`): `sn`/`cs` are in pair order (`pair_order`, natural past the last full
+/// block of 2 LANES), so the rotation is element-wise there.
+#[inline(always)]
+unsafe fn rotate_pairs_body<S: Simd>(
+    s: S,
+    y: *mut u16,
+    x: *const u16,
+    sn: *const f32,
+    cs: *const f32,
+    h: usize,
+) {
+    let l = S::LANES;
+    let mut j = 0;
+    // SAFETY: 2h elements per head; y equals x or does not overlap it; a and b are read first.
+    unsafe {
+        while j + 2 * l <= h {
+            let (ae, ao) = s.load_bf16_pairs(x.add(j));
+            let (be, bo) = s.load_bf16_pairs(x.add(h + j));
+            let (ce, co) = (s.load(cs.add(j)), s.load(cs.add(j + l)));
+            let (se, so) = (s.load(sn.add(j)), s.load(sn.add(j + l)));
+            let rot_a = |a, b, c, sv| s.sub(s.mul(a, c), s.mul(b, sv));
+            let rot_b = |a, b, c, sv| s.add(s.mul(b, c), s.mul(a, sv));
+            s.store_bf16_pairs(y.add(j), rot_a(ae, be, ce, se), rot_a(ao, bo, co, so));
+            s.store_bf16_pairs(y.add(h + j), rot_b(ae, be, ce, se), rot_b(ao, bo, co, so));
+            j += 2 * l;
+        }
+        while j < h {
+            let a = bf16::from_bits(*x.add(j)).to_f32();
+            let b = bf16::from_bits(*x.add(h + j)).to_f32();
+            let (c, sv) = (*cs.add(j), *sn.add(j));
+            *y.add(j) = bf16::from_f32(a * c - b * sv).to_bits();
+            *y.add(h + j) = bf16::from_f32(b * c + a * sv).to_bits();
+            j += 1;
+        }
+    }
+}
+
 /// One token: sin/cos of its angles into `sn`/`cs`, then every head rotated (one dispatch per
-/// token rather than per head).
+/// token rather than per head). bf16 heads pass `den_pairs` (the denominators in pair order
+/// for `pair_lanes`-wide vectors) and are rotated in pair space when that matches this level.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn token_body<S: Simd, T: Elem>(
     s: S,
     pos: f32,
     den: *const f32,
+    den_pairs: *const f32,
+    pair_lanes: usize,
     sn: *mut f32,
     cs: *mut f32,
     h: usize,
@@ -117,6 +158,18 @@ unsafe fn token_body<S: Simd, T: Elem>(
 ) {
     // SAFETY: the caller's layout: nhead heads of 2h elements at the given strides.
     unsafe {
+        if !den_pairs.is_null() && pair_lanes == S::LANES {
+            // Angles from the pair-ordered denominators: sin and cos come out in pair order.
+            sincos_body(s, pos, den_pairs, sn, cs, h);
+            for hd in 0..nhead as isize {
+                let (yh, xh) = (
+                    y.offset(hd * ys1) as *mut u16,
+                    x.offset(hd * xs1) as *const u16,
+                );
+                rotate_pairs_body(s, yh, xh, sn, cs, h);
+            }
+            return;
+        }
         sincos_body(s, pos, den, sn, cs, h);
         for hd in 0..nhead as isize {
             rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h, nt);
@@ -173,6 +226,20 @@ pub unsafe fn rope<T: Elem>(
     let nt = stream_output(seq * nhead * d * std::mem::size_of::<T>());
     with_denominators(theta, d, |den| {
         let denp = SendPtr::from_const(den.as_ptr());
+        // bf16 rotates in pair space (see `rotate_pairs_body`); not with streaming stores.
+        let pair_lanes = super::simd::lanes();
+        let den_pairs = if !nt && std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+            let mut v = vec![0f32; h];
+            super::simd::pair_order(den, &mut v, pair_lanes);
+            v
+        } else {
+            Vec::new()
+        };
+        let dpp = SendPtr::from_const(if den_pairs.is_empty() {
+            std::ptr::null()
+        } else {
+            den_pairs.as_ptr()
+        });
         par_ranges(seq, nhead * d * 2 * std::mem::size_of::<T>(), 1, |range| {
             let mut sn = vec![0f32; h];
             let mut cs = vec![0f32; h];
@@ -181,6 +248,7 @@ pub unsafe fn rope<T: Elem>(
                 // SAFETY: i < seq.
                 let p = unsafe { pos.get(i) };
                 let den = denp.get() as *const f32;
+                let den_pairs = dpp.get() as *const f32;
                 // SAFETY: token i is inside both tensors.
                 let (y, x) = unsafe {
                     (
@@ -191,7 +259,7 @@ pub unsafe fn rope<T: Elem>(
                 let (ys1, xs1) = (ys[1], xs[1]);
                 // SAFETY: h entries in each buffer; nhead heads at the given strides.
                 unsafe {
-                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize, nt: bool))
+                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, den_pairs: *const f32, pair_lanes: usize, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize, nt: bool))
                 };
             }
             if nt {

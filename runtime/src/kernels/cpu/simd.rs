@@ -78,6 +78,15 @@ pub fn level() -> Level {
     }
 }
 
+/// `Simd::LANES` of the level in use.
+pub fn lanes() -> usize {
+    match level() {
+        Level::Scalar => 1,
+        Level::Avx2 => 8,
+        _ => 16,
+    }
+}
+
 /// Forces a level (tests use it to run every path); a level the CPU lacks falls back to the best
 /// one it has. Returns the level now in use.
 pub fn force_level(want: Level) -> Level {
