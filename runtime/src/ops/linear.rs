@@ -13,7 +13,7 @@ use super::plan_cache::{with_scratch, Key, Lru};
 use super::{expect_args, optional_tensor_arg, target, tensor_arg, DType, Target, TensorArg};
 use crate::kernels::cpu::gemm::{gemm_f32, narrow_2d, widen_2d, Mat};
 use crate::kernels::cpu::simd::Elem;
-use crate::kernels::cpu::{gemv, sgemm_nt};
+use crate::kernels::cpu::{gemv, sgemm_dot, sgemm_nt};
 use crate::kernels::cuda;
 
 const OP: &str = "ops.linear";
@@ -285,6 +285,12 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         );
                         return;
                     }
+                    if sgemm_dot::available() && p.m < sgemm_dot::MAX_ROWS {
+                        sgemm_dot::sgemm_nt_dot(
+                            p.m, p.n, p.k, x, p.x_rs, w, p.w_rs, y, p.y_rs, beta,
+                        );
+                        return;
+                    }
                     gemm_f32(
                         p.m,
                         p.n,
@@ -353,6 +359,10 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         let ld = p.k as isize;
                         let (a, b, c) = (wa.as_ptr(), wb.as_ptr(), wc.as_mut_ptr());
                         sgemm_nt::sgemm_nt(p.m, p.n, p.k, a, ld, b, ld, c, p.n as isize, 1.0, beta);
+                    } else if sgemm_dot::available() && p.m < sgemm_dot::MAX_ROWS {
+                        let ld = p.k as isize;
+                        let (a, b, c) = (wa.as_ptr(), wb.as_ptr(), wc.as_mut_ptr());
+                        sgemm_dot::sgemm_nt_dot(p.m, p.n, p.k, a, ld, b, ld, c, p.n as isize, beta);
                     } else {
                         gemm_f32(
                             p.m,

@@ -12,6 +12,7 @@ pub mod gemv;
 pub mod misc;
 pub mod norm;
 pub mod rope;
+pub mod sgemm_dot;
 pub mod sgemm_nt;
 pub mod simd;
 
