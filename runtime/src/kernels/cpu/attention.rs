@@ -590,9 +590,16 @@ unsafe fn item_body<S: Simd, T: Elem>(
         }
         for hh in 0..grp {
             let row = sc.add(hh * n);
-            let mut mx = f32::NEG_INFINITY;
-            for jj in 0..n {
+            let mut mv = s.splat(f32::NEG_INFINITY);
+            let mut jj = 0;
+            while jj + S::LANES <= n {
+                mv = s.max(mv, s.load(row.add(jj)));
+                jj += S::LANES;
+            }
+            let mut mx = s.reduce_max(mv);
+            while jj < n {
                 mx = mx.max(*row.add(jj));
+                jj += 1;
             }
             *m.add(hh) = mx;
             *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
