@@ -160,6 +160,9 @@ fn linear_vectors() {
         // packed-kernel edges: rows, columns and K not multiples of 12 / 32 / 16
         check_linear(&mut rng, dt, 50, 37, 33, true, usize::MAX);
         check_linear(&mut rng, dt, 97, 70, 300, false, usize::MAX);
+        // few rows (dot-product tiles; half W read in its own dtype): K off the 16-wide pairs
+        check_linear(&mut rng, dt, 20, 133, 1000, true, usize::MAX);
+        check_linear(&mut rng, dt, 47, 9, 35, false, usize::MAX);
     }
 }
 

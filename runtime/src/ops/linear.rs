@@ -45,6 +45,9 @@ struct Plan {
     w_rs: isize,
     /// f32 scratch elements needed.
     ws: usize,
+    /// Half-precision GEMM reading W in its own dtype (`sgemm_dot::gemm_nt_dot`) instead of a
+    /// widened copy.
+    direct: bool,
     /// The CUDA device, when the tensors live there (cuBLAS).
     cuda: Option<i32>,
 }
@@ -170,11 +173,17 @@ fn plan(
     } else {
         Kind::Gemm
     };
+    let direct = cuda.is_none()
+        && kind == Kind::Gemm
+        && !sgemm_nt::available()
+        && sgemm_dot::available()
+        && m < sgemm_dot::MAX_ROWS;
     let ws = match (kind, inp.dtype) {
         _ if cuda.is_some() => 0,
         (Kind::Gemv, DType::F32) => 0,
         (Kind::Gemv, _) => k,
         (Kind::Gemm, DType::F32) => 0,
+        (Kind::Gemm, _) if direct => m * k + m * n,
         (Kind::Gemm, _) => m * k + n * k + m * n,
     };
     Ok(Plan {
@@ -187,6 +196,7 @@ fn plan(
         y_rs,
         w_rs,
         ws,
+        direct,
         cuda,
     })
 }
@@ -315,8 +325,9 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                     );
                 }
                 Kind::Gemm => {
+                    let direct = p.direct;
                     let (wa, rest) = ws.split_at_mut(p.m * p.k);
-                    let (wb, wc) = rest.split_at_mut(p.n * p.k);
+                    let (wb, wc) = rest.split_at_mut(if direct { 0 } else { p.n * p.k });
                     widen_2d::<T>(
                         wa.as_mut_ptr(),
                         Mat {
@@ -327,16 +338,19 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         p.m,
                         p.k,
                     );
-                    widen_2d::<T>(
-                        wb.as_mut_ptr(),
-                        Mat {
-                            ptr: w as *mut T,
-                            rs: p.w_rs,
-                            cs: 1,
-                        },
-                        p.n,
-                        p.k,
-                    );
+                    // Few rows on AVX2: W is read in its own dtype, never widened in memory.
+                    if !direct {
+                        widen_2d::<T>(
+                            wb.as_mut_ptr(),
+                            Mat {
+                                ptr: w as *mut T,
+                                rs: p.w_rs,
+                                cs: 1,
+                            },
+                            p.n,
+                            p.k,
+                        );
+                    }
                     let beta = if bias.is_null() {
                         0.0
                     } else {
@@ -347,7 +361,23 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         }
                         1.0
                     };
-                    if sgemm_nt::available() && p.m >= PACKED_MIN_ROWS {
+                    // `direct` first: the plan left no room for a widened W then.
+                    if direct {
+                        let ld = p.k as isize;
+                        let (a, c) = (wa.as_ptr(), wc.as_mut_ptr());
+                        sgemm_dot::gemm_nt_dot::<T>(
+                            p.m,
+                            p.n,
+                            p.k,
+                            a,
+                            ld,
+                            w,
+                            p.w_rs,
+                            c,
+                            p.n as isize,
+                            beta,
+                        );
+                    } else if sgemm_nt::available() && p.m >= PACKED_MIN_ROWS {
                         let ld = p.k as isize;
                         let (a, b, c) = (
                             (wa.as_ptr(), ld, 1),
@@ -359,10 +389,6 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         let ld = p.k as isize;
                         let (a, b, c) = (wa.as_ptr(), wb.as_ptr(), wc.as_mut_ptr());
                         sgemm_nt::sgemm_nt(p.m, p.n, p.k, a, ld, b, ld, c, p.n as isize, 1.0, beta);
-                    } else if sgemm_dot::available() && p.m < sgemm_dot::MAX_ROWS {
-                        let ld = p.k as isize;
-                        let (a, b, c) = (wa.as_ptr(), wb.as_ptr(), wc.as_mut_ptr());
-                        sgemm_dot::sgemm_nt_dot(p.m, p.n, p.k, a, ld, b, ld, c, p.n as isize, beta);
                     } else {
                         gemm_f32(
                             p.m,
