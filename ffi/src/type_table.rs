@@ -56,12 +56,11 @@ impl TypeEntry {
     fn check_new_field(&self, name: &TVMFFIByteArray) -> Result<()> {
         // SAFETY: the caller passes a valid byte array.
         let name = unsafe { byte_array_str(name) };
-        // SAFETY: field names are kept as owned copies in `strings`.
-        if self
-            .fields
-            .iter()
-            .any(|f| unsafe { byte_array_str(&f.name) } == name)
-        {
+        let taken = |f: &TVMFFIFieldInfo| {
+            // SAFETY: field names are kept as owned copies in `strings`.
+            unsafe { byte_array_str(&f.name) == name }
+        };
+        if self.fields.iter().any(taken) {
             return Err(Error::value_error(format!(
                 "TVMFFITypeRegisterField: field `{name}` is already registered on type `{}`",
                 self.key
