@@ -39,6 +39,7 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
             }
             t
         };
+        let pf = prefetch_blocks::<T>(k);
         while r + 4 <= rows {
             let w0 = w.offset(r as isize * ws);
             let w1 = w0.offset(ws);
@@ -49,7 +50,9 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
             let (mut b0, mut b1, mut b2, mut b3) = (z, z, z, z);
             let mut i = 0;
             while i < kv {
-                prefetch_next_block(w, r, ws, k, i / (2 * l), kv / (2 * l));
+                if pf {
+                    prefetch_next_rows(w0, ws, i);
+                }
                 let xa = s.load(x.add(i));
                 let xb = s.load(x.add(i + l));
                 a0 = s.fma(T::load(s, w0.add(i)), xa, a0);
@@ -89,39 +92,35 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
 /// (1,8960,1536) 1.1-1.3x slower).
 const PREFETCH_BLOCK_MAX: usize = 16 * 1024;
 
-/// Prefetches the part of the next 4-row block of W (rows `r + 4 ..`, `k` elements each, at
-/// row stride `ws`) that belongs to iteration `it` of `iters` over the current block: the
-/// block's lines spread evenly over the iterations, so it is in L1/L2 when its turn comes.
+/// Whether the 4-row blocks of a W with `k` elements of `T` per row are short enough for
+/// `prefetch_next_rows`.
+#[inline(always)]
+fn prefetch_blocks<T>(k: usize) -> bool {
+    cfg!(target_arch = "x86_64") && 4 * k * std::mem::size_of::<T>() <= PREFETCH_BLOCK_MAX
+}
+
+/// Prefetches element `i` of the next block's four rows (`row0` is the current block's first
+/// row, rows `ws` elements apart) while the current block reads element `i`, so the next block
+/// is in L1/L2 when its turn comes.
 ///
 /// Rationale: with rows of a few KiB (K = 1536) each block is four short streams and the
 /// hardware prefetchers lose time ramping up at every block; hot bf16 GEMV (1,1536,8960) on
-/// the AVX2 EPYC 0.96 -> 0.51 ms median (performance log).
+/// the AVX2 EPYC 0.96 -> 0.51 ms median (performance log). No division here: a first version
+/// that mapped a line number to (row, offset) per prefetch gave most of that back.
 #[inline(always)]
-fn prefetch_next_block<T>(w: *const T, r: usize, ws: isize, k: usize, it: usize, iters: usize) {
+fn prefetch_next_rows<T>(row0: *const T, ws: isize, i: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let row_bytes = k * std::mem::size_of::<T>();
-        if 4 * row_bytes > PREFETCH_BLOCK_MAX {
-            return;
-        }
-        let lines = (4 * row_bytes).div_ceil(64);
-        let per = lines.div_ceil(iters.max(1));
-        // Rows are `ws` elements apart; the lines of the 4 rows are taken row after row.
-        let base = w.wrapping_offset((r as isize + 4) * ws) as *const u8;
-        let stride = ws as usize * std::mem::size_of::<T>();
-        for q in it * per..((it + 1) * per).min(lines) {
-            let (row, off) = (q * 64 / row_bytes.max(1), q * 64 % row_bytes.max(1));
-            // SAFETY: a prefetch never faults, whatever the address (the last block's
-            // prefetches point past W).
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    base.wrapping_add(row * stride + off) as *const i8,
-                )
-            };
-        }
+    for u in 4..8 {
+        // SAFETY: a prefetch never faults, whatever the address (the last block's prefetches
+        // point past W).
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                row0.wrapping_offset(u * ws).wrapping_add(i) as *const i8,
+            )
+        };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (w, r, ws, k, it, iters);
+    let _ = (row0, ws, i);
 }
 
 /// bf16 rows `0..rows` (see `gemv_body`), each 32-bit word of W widened as a pair
@@ -165,6 +164,7 @@ unsafe fn gemv_pairs_body<S: Simd>(
         };
         let wp = |r: usize| (w as *const u16).offset(r as isize * ws);
         let mut r = 0;
+        let pf = prefetch_blocks::<bf16>(k);
         while r + 4 <= rows {
             let z = s.splat(0.0);
             let (mut a, mut b) = ([z; 4], [z; 4]);
@@ -173,7 +173,9 @@ unsafe fn gemv_pairs_body<S: Simd>(
             while i < kv {
                 let xe = s.load(x.add(i));
                 let xo = s.load(x.add(i + l));
-                prefetch_next_block(w, r, ws, k, i / (2 * l), kv / (2 * l));
+                if pf {
+                    prefetch_next_rows(rw[0], ws, i);
+                }
                 for u in 0..4 {
                     let (we, wo) = s.load_bf16_pairs(rw[u].add(i));
                     a[u] = s.fma(we, xe, a[u]);
