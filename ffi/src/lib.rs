@@ -4,6 +4,8 @@
 //! values) → one module per object type → `type_table` → `capi` (the exported C symbols, thin
 //! shells over the safe code).
 #![deny(unsafe_op_in_unsafe_fn)]
+// `x % n != 0`, not `is_multiple_of` (Rust 1.87): the workspace's rust-version is 1.80.
+#![allow(clippy::manual_is_multiple_of)]
 // ABI constants keep their upstream C names (kTVMFFI*, kDL*) so they read like the header.
 #![allow(non_upper_case_globals)]
 #![warn(clippy::undocumented_unsafe_blocks)]

@@ -114,7 +114,7 @@ pub fn base64_encode(bytes: &[u8]) -> String {
 /// check (same kind and text); a character outside the alphabet reads as zero bits, as the
 /// official decoder's table does.
 pub fn base64_decode(text: &[u8]) -> Result<Vec<u8>> {
-    if !text.len().is_multiple_of(4) {
+    if text.len() % 4 != 0 {
         return Err(Error::internal(
             "Check failed: (bytes.size % 4 == 0) is false: invalid base64 encoding",
         ));
@@ -825,7 +825,7 @@ impl GraphReader {
                     .iter()
                     .map(|x| json_int(&x.as_view()))
                     .collect::<Result<_>>()?;
-                if (ti == kTVMFFIMap || ti == kTVMFFIDict) && !children.len().is_multiple_of(2) {
+                if (ti == kTVMFFIMap || ti == kTVMFFIDict) && children.len() % 2 != 0 {
                     return Err(invalid(format!(
                         ": Map/Dict data must contain an even number of [key, value] entries, got {}",
                         children.len()

@@ -4,6 +4,8 @@
 //! Layering: this crate sits on `anyffi` (objects, values, the type table) and below
 //! `anyffi-runtime` (devices, tensors, ops), which builds the shared library.
 #![deny(unsafe_op_in_unsafe_fn)]
+// `x % n != 0`, not `is_multiple_of` (Rust 1.87): the workspace's rust-version is 1.80.
+#![allow(clippy::manual_is_multiple_of)]
 #![allow(non_upper_case_globals)]
 
 pub mod builtins;

@@ -5,6 +5,8 @@
 //! [`register_all`] when the library is loaded (an ELF constructor), so the functions exist
 //! before any C call returns.
 #![deny(unsafe_op_in_unsafe_fn)]
+// `x % n != 0`, not `is_multiple_of` (Rust 1.87): the workspace's rust-version is 1.80.
+#![allow(clippy::manual_is_multiple_of)]
 // ABI constants keep their upstream C names (kDLCPU, ...) so matches read like the header.
 #![allow(non_upper_case_globals)]
 #![warn(clippy::undocumented_unsafe_blocks)]

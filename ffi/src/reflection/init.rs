@@ -162,7 +162,7 @@ impl InitPlan {
         }
         if let Some(at) = kwargs_at {
             let rest = &args[at + 1..];
-            if !rest.len().is_multiple_of(2) {
+            if rest.len() % 2 != 0 {
                 return Err(Error::type_error(format!(
                     "{key}.__ffi_init__() KWARGS requires an even number of key-value arguments"
                 )));
@@ -240,7 +240,7 @@ pub fn make_object_from_packed_args(args: &[AnyView<'_>]) -> Result<Any> {
                 .ok_or_else(|| Error::runtime_error(format!("{WHAT}: Cannot find type `{key}`")))?
         }
     };
-    if !rest.len().is_multiple_of(2) {
+    if rest.len() % 2 != 0 {
         return Err(Error::type_error(format!(
             "{WHAT}: expected name/value pairs after the type, got {} trailing argument(s)",
             rest.len()

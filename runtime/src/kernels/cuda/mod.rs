@@ -407,7 +407,7 @@ pub(crate) fn rearrange(
         }
     };
     let align = esize.min(8);
-    if !(out as usize).is_multiple_of(align) || !(inp as usize).is_multiple_of(align) {
+    if (out as usize) % align != 0 || (inp as usize) % align != 0 {
         return Err(Error::value_error(format!(
             "{op}: on CUDA `out` and `in` must be aligned to their element size ({align} \
              bytes), got {out:p} and {inp:p}"
