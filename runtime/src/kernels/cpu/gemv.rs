@@ -157,8 +157,8 @@ unsafe fn gemv_pairs_body<S: Simd>(
         };
         let tail = |row: *const bf16| {
             let mut t = 0.0f32;
-            for i in kv..k {
-                t += xn[i] * (*row.add(i)).to_f32();
+            for (i, xi) in xn.iter().enumerate().skip(kv) {
+                t += xi * (*row.add(i)).to_f32();
             }
             t
         };

@@ -144,36 +144,63 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     type V: Copy;
 
     fn splat(self, x: f32) -> Self::V;
+    /// # Safety
+    /// `p` is readable for `LANES` floats.
     unsafe fn load(self, p: *const f32) -> Self::V;
+    /// # Safety
+    /// `p` is writable for `LANES` floats.
     unsafe fn store(self, p: *mut f32, v: Self::V);
+    /// # Safety
+    /// `p` is readable for `LANES` values.
     unsafe fn load_bf16(self, p: *const u16) -> Self::V;
     /// `2 * LANES` bf16 values as f32: `(p[0], p[2], ...)` and `(p[1], p[3], ...)`. Each
     /// 32-bit word holds one pair, so one shift and one mask widen twice the elements of
     /// `load_bf16` (for dot products whose other operand is stored in the same order, see
     /// `pair_order`).
+    ///
+    /// # Safety
+    /// `p` is readable for `2 * LANES` values.
     unsafe fn load_bf16_pairs(self, p: *const u16) -> (Self::V, Self::V);
     /// Stores `2 * LANES` bf16 values given as `(even, odd)` lanes (the inverse of
     /// `load_bf16_pairs`), each rounded once to nearest even (NaN stays a quiet NaN).
+    ///
+    /// # Safety
+    /// `p` is writable for `2 * LANES` values.
     unsafe fn store_bf16_pairs(self, p: *mut u16, even: Self::V, odd: Self::V);
+    /// # Safety
+    /// `p` is writable for `LANES` values.
     unsafe fn store_bf16(self, p: *mut u16, v: Self::V);
+    /// # Safety
+    /// `p` is readable for `LANES` values.
     unsafe fn load_f16(self, p: *const u16) -> Self::V;
+    /// # Safety
+    /// `p` is writable for `LANES` values.
     unsafe fn store_f16(self, p: *mut u16, v: Self::V);
     /// As `store`, with a non-temporal hint (the line bypasses the caches, so no
     /// read-for-ownership) when `p` is aligned to the vector size; misaligned, a plain store.
     /// Worth it only for outputs much larger than the caches; `fence` must run before the
     /// data is handed to another thread.
+    ///
+    /// # Safety
+    /// As the matching store.
     #[inline(always)]
     unsafe fn stream(self, p: *mut f32, v: Self::V) {
         // SAFETY: forwarded contract.
         unsafe { self.store(p, v) }
     }
     /// `store_bf16` with the hint of `stream`.
+    ///
+    /// # Safety
+    /// As the matching store.
     #[inline(always)]
     unsafe fn stream_bf16(self, p: *mut u16, v: Self::V) {
         // SAFETY: forwarded contract.
         unsafe { self.store_bf16(p, v) }
     }
     /// `store_f16` with the hint of `stream`.
+    ///
+    /// # Safety
+    /// As the matching store.
     #[inline(always)]
     unsafe fn stream_f16(self, p: *mut u16, v: Self::V) {
         // SAFETY: forwarded contract.
