@@ -604,7 +604,8 @@ unsafe fn item_body<S: Simd, T: Elem>(
             *m.add(hh) = mx;
             *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
         }
-        // Weighted values: 4-vector tiles for up to 6 heads at once, the rest per head.
+        // Weighted values: tiles of W vectors (4 with 32 registers, 2 with 16) for up to 6 heads
+        // at once, the columns past the last tile per head.
         let vs = dm.hk * dm.dv;
         let vbase = v.add((j0 * dm.hk + g) * dm.dv);
         let wide = S::REGISTERS >= 32;
