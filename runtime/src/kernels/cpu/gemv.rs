@@ -7,8 +7,40 @@ use half::{bf16, f16};
 use super::simd::{multiversion, Elem, Scalar, Simd};
 use super::{par_ranges, SendPtr};
 
+/// `y[r] = v + bias[r]` (bias may be NULL), rounded once to `T`.
+///
+/// # Safety
+/// `y` (and `bias` unless NULL) hold element `r`.
+#[inline(always)]
+unsafe fn finish_row<T: Elem>(y: *mut T, bias: *const T, r: usize, v: f32) {
+    // SAFETY: per the contract above.
+    unsafe {
+        let b = if bias.is_null() {
+            0.0
+        } else {
+            (*bias.add(r)).to_f32()
+        };
+        *y.add(r) = T::from_f32(v + b);
+    }
+}
+
+/// `sum_{i >= from} x[i] * row[i]` over `x.len()` elements: the part past the vector loop.
+///
+/// # Safety
+/// `row` holds `x.len()` elements.
+#[inline(always)]
+unsafe fn dot_tail<T: Elem>(x: &[f32], row: *const T, from: usize) -> f32 {
+    let mut t = 0.0f32;
+    for (i, xi) in x.iter().enumerate().skip(from) {
+        // SAFETY: i < x.len() (caller).
+        t += xi * unsafe { *row.add(i) }.to_f32();
+    }
+    t
+}
+
 /// Rows `0..rows` of W starting at `w`, output `y[0..rows]`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn gemv_body<S: Simd, T: Elem>(
     s: S,
     y: *mut T,
@@ -22,23 +54,12 @@ unsafe fn gemv_body<S: Simd, T: Elem>(
     let l = S::LANES;
     let kv = k / (2 * l) * (2 * l);
     let mut r = 0;
+    // SAFETY: k elements of x (caller).
+    let xs = unsafe { std::slice::from_raw_parts(x, k) };
     // SAFETY: rows x k elements of W at stride ws, k of x, rows of y and bias (if non-NULL).
     unsafe {
-        let finish = |r: usize, v: f32| {
-            let b = if bias.is_null() {
-                0.0
-            } else {
-                (*bias.add(r)).to_f32()
-            };
-            *y.add(r) = T::from_f32(v + b);
-        };
-        let tail = |row: *const T| {
-            let mut t = 0.0f32;
-            for i in kv..k {
-                t += *x.add(i) * (*row.add(i)).to_f32();
-            }
-            t
-        };
+        let finish = |r: usize, v: f32| finish_row(y, bias, r, v);
+        let tail = |row: *const T| dot_tail(xs, row, kv);
         let pf = prefetch_blocks::<T>(k);
         while r + 4 <= rows {
             let w0 = w.offset(r as isize * ws);
@@ -147,21 +168,8 @@ unsafe fn gemv_pairs_body<S: Simd>(
     let x = xp.as_ptr();
     // SAFETY: rows x k elements of W at stride ws, rows of y and bias (if non-NULL).
     unsafe {
-        let finish = |r: usize, v: f32| {
-            let b = if bias.is_null() {
-                0.0
-            } else {
-                (*bias.add(r)).to_f32()
-            };
-            *y.add(r) = bf16::from_f32(v + b);
-        };
-        let tail = |row: *const bf16| {
-            let mut t = 0.0f32;
-            for (i, xi) in xn.iter().enumerate().skip(kv) {
-                t += xi * (*row.add(i)).to_f32();
-            }
-            t
-        };
+        let finish = |r: usize, v: f32| finish_row(y, bias, r, v);
+        let tail = |row: *const bf16| dot_tail(xn, row, kv);
         let wp = |r: usize| (w as *const u16).offset(r as isize * ws);
         let mut r = 0;
         let pf = prefetch_blocks::<bf16>(k);
