@@ -34,29 +34,17 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
         // vector per cycle (bf16 pairs: a quarter), below what L3 delivers.
         let mut acc2 = s.splat(0.0);
         let mut acc3 = s.splat(0.0);
-        if is::<T, bf16>() {
-            let x16 = x as *const u16;
-            while i + 4 * l <= d {
-                let (v0, v1) = s.load_bf16_pairs(x16.add(i));
-                let (v2, v3) = s.load_bf16_pairs(x16.add(i + 2 * l));
-                acc0 = s.fma(v0, v0, acc0);
-                acc1 = s.fma(v1, v1, acc1);
-                acc2 = s.fma(v2, v2, acc2);
-                acc3 = s.fma(v3, v3, acc3);
-                i += 4 * l;
+        // Two vectors at `i`: bf16 as one pair load (the sum does not care about the order).
+        let load2 = |i: usize| {
+            if is::<T, bf16>() {
+                s.load_bf16_pairs((x as *const u16).add(i))
+            } else {
+                (T::load(s, x.add(i)), T::load(s, x.add(i + l)))
             }
-            while i + 2 * l <= d {
-                let (v0, v1) = s.load_bf16_pairs(x16.add(i));
-                acc0 = s.fma(v0, v0, acc0);
-                acc1 = s.fma(v1, v1, acc1);
-                i += 2 * l;
-            }
-        }
+        };
         while i + 4 * l <= d {
-            let v0 = T::load(s, x.add(i));
-            let v1 = T::load(s, x.add(i + l));
-            let v2 = T::load(s, x.add(i + 2 * l));
-            let v3 = T::load(s, x.add(i + 3 * l));
+            let (v0, v1) = load2(i);
+            let (v2, v3) = load2(i + 2 * l);
             acc0 = s.fma(v0, v0, acc0);
             acc1 = s.fma(v1, v1, acc1);
             acc2 = s.fma(v2, v2, acc2);
@@ -64,8 +52,7 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
             i += 4 * l;
         }
         while i + 2 * l <= d {
-            let v0 = T::load(s, x.add(i));
-            let v1 = T::load(s, x.add(i + l));
+            let (v0, v1) = load2(i);
             acc0 = s.fma(v0, v0, acc0);
             acc1 = s.fma(v1, v1, acc1);
             i += 2 * l;
