@@ -45,8 +45,8 @@ struct Plan {
     w_rs: isize,
     /// f32 scratch elements needed.
     ws: usize,
-    /// Half-precision GEMM reading W in its own dtype (`sgemm_dot::gemm_nt_dot`) instead of a
-    /// widened copy.
+    /// A GEMM with few rows on AVX2: the unpacked dot-product tiles of `sgemm_dot`, reading
+    /// W in its own dtype (for half types, instead of a widened copy).
     direct: bool,
     /// The CUDA device, when the tensors live there (cuBLAS).
     cuda: Option<i32>,
@@ -295,7 +295,7 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         );
                         return;
                     }
-                    if sgemm_dot::available() && p.m < sgemm_dot::MAX_ROWS {
+                    if p.direct {
                         sgemm_dot::sgemm_nt_dot(
                             p.m, p.n, p.k, x, p.x_rs, w, p.w_rs, y, p.y_rs, beta,
                         );

@@ -9,7 +9,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::simd::{is_bf16, multiversion, Elem, Scalar, Simd};
 use super::{threads, SendPtr};
 use rayon::prelude::*;
 
@@ -422,10 +422,6 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
     }
 }
 
-fn is_bf16<T: 'static>() -> bool {
-    std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>()
-}
-
 /// Keys per block of the weighted-value pass.
 const PV_KEYS: usize = 32;
 
@@ -469,7 +465,7 @@ unsafe fn item_body<S: Simd, T: Elem>(
         #[cfg(not(target_arch = "x86_64"))]
         let use_tiles = false;
         #[cfg(target_arch = "x86_64")]
-        let use_dp = std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>()
+        let use_dp = is_bf16::<T>()
             && dm.d <= 256
             && n > 0
             && crate::kernels::cpu::gemv::bf16_dot_available();

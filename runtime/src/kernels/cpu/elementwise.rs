@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, put, Elem, Scalar, Simd};
+use super::simd::{is_bf16, multiversion, put, Elem, Scalar, Simd};
 use super::{par_ranges, stream_fence, stream_output, SendPtr, Strided};
 
 /// A binary element-wise operation on f32 lanes.
@@ -60,7 +60,7 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
                 i += 1;
             }
         }
-        if !nt && std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+        if !nt && is_bf16::<T>() {
             // bf16 in pair space: one shift and one mask widen 2 LANES elements, and the
             // results go back as one store (element-wise, so the pair order never shows).
             let (a16, b16, c16) = (a as *const u16, b as *const u16, c as *mut u16);

@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, Elem, Scalar, Simd};
+use super::simd::{is_bf16, multiversion, Elem, Scalar, Simd};
 use super::{par_ranges, SendPtr};
 
 /// `y[r] = v + bias[r]` (bias may be NULL), rounded once to `T`.
@@ -274,7 +274,7 @@ pub unsafe fn gemv<T: Elem>(
             };
             let x = xp.get() as *const f32;
             let rows = range.len();
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+            if is_bf16::<T>() {
                 let (y, w, bias) = (y as *mut bf16, w as *const bf16, bias as *const bf16);
                 multiversion!(gemv_pairs_body, [], (y: *mut bf16, x: *const f32, w: *const bf16, ws: isize, bias: *const bf16, rows: usize, k: usize))
             } else {

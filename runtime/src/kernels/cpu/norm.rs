@@ -4,12 +4,8 @@
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, put, Elem, Scalar, Simd};
+use super::simd::{is_bf16, multiversion, put, Elem, Scalar, Simd};
 use super::{par_ranges, stream_fence, stream_output, SendPtr, Strided};
-
-fn is<A: 'static, B: 'static>() -> bool {
-    std::any::TypeId::of::<A>() == std::any::TypeId::of::<B>()
-}
 
 #[inline(always)]
 unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
@@ -29,14 +25,14 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
         let mut i = 0;
         // bf16 rows (and weights) in pair space: one shift and one mask widen 2 LANES
         // elements, one store writes them back (element-wise, so the order never shows).
-        let pairs = !nt && is::<T, bf16>() && is::<W, bf16>();
+        let pairs = !nt && is_bf16::<T>() && is_bf16::<W>();
         // Four independent sums: with two, the FMA latency capped the first pass at half a
         // vector per cycle (bf16 pairs: a quarter), below what L3 delivers.
         let mut acc2 = s.splat(0.0);
         let mut acc3 = s.splat(0.0);
         // Two vectors at `i`: bf16 as one pair load (the sum does not care about the order).
         let load2 = |i: usize| {
-            if is::<T, bf16>() {
+            if is_bf16::<T>() {
                 s.load_bf16_pairs((x as *const u16).add(i))
             } else {
                 (T::load(s, x.add(i)), T::load(s, x.add(i + l)))

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 
 use half::{bf16, f16};
 
-use super::simd::{multiversion, put, Elem, Scalar, Simd};
+use super::simd::{is_bf16, multiversion, put, Elem, Scalar, Simd};
 use super::{par_ranges, stream_fence, stream_output, SendPtr};
 
 thread_local! {
@@ -228,7 +228,7 @@ pub unsafe fn rope<T: Elem>(
         let denp = SendPtr::from_const(den.as_ptr());
         // bf16 rotates in pair space (see `rotate_pairs_body`); not with streaming stores.
         let pair_lanes = super::simd::lanes();
-        let den_pairs = if !nt && std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+        let den_pairs = if !nt && is_bf16::<T>() {
             let mut v = vec![0f32; h];
             super::simd::pair_order(den, &mut v, pair_lanes);
             v

@@ -8,9 +8,7 @@
 //! between threads) while all of A stays in L2 (48 rows x K = 1536 is 288 KiB). AVX-512 has
 //! its own 4x4 version (`sgemm_nt::sgemm_nt`).
 
-use half::bf16;
-
-use super::simd::{level, multiversion, Elem, Level, Simd};
+use super::simd::{is_bf16, level, multiversion, Elem, Level, Simd};
 use super::{par_ranges, threads, SendPtr};
 
 /// Rows from which packing pays (the `linear` dispatch uses this kernel below it).
@@ -67,7 +65,7 @@ pub unsafe fn gemm_nt_dot<T: Elem>(
     // bf16 B: A's rows in the pair order of this level's vectors (the body checks the width).
     let pair_lanes = super::simd::lanes();
     let mut paired = Vec::new();
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>() {
+    if is_bf16::<T>() {
         paired = vec![0f32; m * k];
         for i in 0..m {
             // SAFETY: row i of A holds k floats.
@@ -258,7 +256,7 @@ mod tests {
     #[test]
     fn half_b_matches_the_widened_product() {
         use super::super::simd::force_level;
-        use half::f16;
+        use half::{bf16, f16};
         for lv in [Level::Scalar, Level::Avx2, Level::Avx512] {
             force_level(lv);
             for &(m, n, k) in &[(2, 5, 40), (5, 9, 67), (47, 6, 1536)] {

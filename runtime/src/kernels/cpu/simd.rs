@@ -97,6 +97,12 @@ pub fn force_level(want: Level) -> Level {
     l
 }
 
+/// Whether `T` is `bf16` (the element type the pair-space paths serve).
+#[inline(always)]
+pub fn is_bf16<T: 'static>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<bf16>()
+}
+
 /// Copies `x` into `out` in the order `load_bf16_pairs` produces for `lanes`-wide vectors:
 /// each block of `2 * lanes` becomes its even elements, then its odd ones. A tail shorter than
 /// a block is copied unchanged.
