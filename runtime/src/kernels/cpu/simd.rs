@@ -475,12 +475,7 @@ mod x86 {
         fn pack_bf16(self, v: __m256) -> __m128i {
             // SAFETY: AVX2 present (type invariant).
             unsafe {
-                let b = _mm256_castps_si256(v);
-                let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(b), _mm256_set1_epi32(1));
-                let r = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), lsb);
-                let r = _mm256_srli_epi32::<16>(r);
-                let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                let r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+                let r = _mm256_srli_epi32::<16>(self.round_bf16_hi(v));
                 _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r))
             }
         }
@@ -508,14 +503,20 @@ mod x86 {
                 return unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) };
             }
             // SAFETY: AVX-512F/BW present (type invariant).
+            unsafe { _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(self.round_bf16_hi(v))) }
+        }
+
+        /// 16 lanes rounded to bf16 in software (nearest even; NaN becomes the quiet NaN
+        /// 0x7fc0) in the upper half of each 32-bit lane.
+        #[inline(always)]
+        fn round_bf16_hi(self, v: __m512) -> __m512i {
+            // SAFETY: AVX-512F present (type invariant).
             unsafe {
                 let b = _mm512_castps_si512(v);
                 let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
                 let r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb);
-                let r = _mm512_srli_epi32::<16>(r);
                 let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                let r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
-                _mm512_cvtepi32_epi16(r)
+                _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc00000))
             }
         }
     }
@@ -747,16 +748,10 @@ mod x86 {
         unsafe fn store_bf16_pairs(self, p: *mut u16, even: __m512, odd: __m512) {
             // SAFETY: 32 writable u16 (caller); AVX-512F present.
             unsafe {
-                let round = |v: __m512| {
-                    let b = _mm512_castps_si512(v);
-                    let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
-                    let r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb);
-                    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
-                    _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc00000))
-                };
+                let (e, o) = (self.round_bf16_hi(even), self.round_bf16_hi(odd));
                 let w = _mm512_or_si512(
-                    _mm512_srli_epi32::<16>(round(even)),
-                    _mm512_and_si512(round(odd), _mm512_set1_epi32(0xffff0000u32 as i32)),
+                    _mm512_srli_epi32::<16>(e),
+                    _mm512_and_si512(o, _mm512_set1_epi32(0xffff0000u32 as i32)),
                 );
                 _mm512_storeu_si512(p as *mut _, w)
             }
