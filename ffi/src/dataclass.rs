@@ -891,8 +891,8 @@ impl Copier {
             }
             _ => {
                 let Some(copy_fn) = hook("__ffi_shallow_copy__", ti) else {
-                    return Err(Error::type_error(format!(
-                        "Cannot deep copy object of type \"{}\" because it is not copy-constructible",
+                    return Err(Error::internal(format!(
+                        "Check failed: (copy_fn.has_value()) is false: Cannot deep copy object of type \"{}\" because it is not copy-constructible",
                         type_key(type_info(ti)?)
                     )));
                 };

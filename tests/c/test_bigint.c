@@ -101,9 +101,9 @@ TEST(bigint_size_not_multiple_of_8) {
   TVMFFIAny out = tffi_none();
   ba.data = data;
   ba.size = 12;
-  CHECK_RAISES(TVMFFIBigIntFromByteArray(&ba, &out), "ValueError", NULL);
+  CHECK_RAISES(TVMFFIBigIntFromByteArray(&ba, &out), "ValueError", "whole 64-bit words");
   ba.size = 3;
-  CHECK_RAISES(TVMFFIBigIntFromByteArray(&ba, &out), "ValueError", NULL);
+  CHECK_RAISES(TVMFFIBigIntFromByteArray(&ba, &out), "ValueError", "whole 64-bit words");
 }
 
 TEST(bigint_content_of_plain_int) {

@@ -349,3 +349,82 @@ TEST(type_attr_columns) {
   /* The column struct's address is stable. */
   CHECK_PTR_EQ(TVMFFIGetTypeAttrColumn(&name), col);
 }
+
+/* The core object types publish `__ffi_convert__` (the official Python type converter calls
+ * it): the value itself when it already is one, a converted copy where C++ TryCast would make
+ * one (a sequence of ints to a Shape, a List to an Array), else a TypeError naming both types. */
+static void* convert_fn(int32_t ti) {
+  TVMFFIByteArray name = tffi_ba("__ffi_convert__");
+  const TVMFFITypeAttrColumn* col = TVMFFIGetTypeAttrColumn(&name);
+  if (col == NULL || ti < col->begin_index || ti - col->begin_index >= col->size) return NULL;
+  if (col->data[ti - col->begin_index].type_index != kTVMFFIFunction) return NULL;
+  return col->data[ti - col->begin_index].v_obj;
+}
+
+TEST(type_core_convert_attrs) {
+  static const int32_t core[] = {kTVMFFIObject, kTVMFFIStr,   kTVMFFIBytes, kTVMFFIError,
+                                 kTVMFFIFunction, kTVMFFIShape, kTVMFFITensor, kTVMFFIArray,
+                                 kTVMFFIMap,    kTVMFFIList,  kTVMFFIDict};
+  TVMFFIAny args[3], arr = tffi_none(), lst = tffi_none(), out = tffi_none(), view;
+  void* make_array = tffi_get_global("ffi.Array");
+  void* make_list = tffi_get_global("ffi.List");
+  size_t i;
+  for (i = 0; i < NELEM(core); ++i) {
+    if (convert_fn(core[i]) == NULL) tffi_fail(__FILE__, __LINE__, "no __ffi_convert__ for %d", core[i]);
+  }
+  REQUIRE(convert_fn(kTVMFFIShape) != NULL && make_array != NULL && make_list != NULL);
+  args[0] = tffi_int(2);
+  args[1] = tffi_bool(1);
+  args[2] = tffi_int(5);
+  REQUIRE_OK(tffi_call(make_array, args, 3, &arr));
+  REQUIRE_OK(tffi_call(make_list, args, 3, &lst));
+
+  /* Array and List of int/bool become a Shape */
+  view = arr;
+  REQUIRE_OK(tffi_call(convert_fn(kTVMFFIShape), &view, 1, &out));
+  REQUIRE(out.type_index == kTVMFFIShape);
+  {
+    TVMFFIShapeCell* cell = (TVMFFIShapeCell*)tffi_cell(out.v_obj);
+    CHECK_EQ(cell->size, 3);
+    CHECK_EQ(cell->data[0], 2);
+    CHECK_EQ(cell->data[1], 1);
+    CHECK_EQ(cell->data[2], 5);
+  }
+  tffi_any_release(&out);
+  view = lst;
+  REQUIRE_OK(tffi_call(convert_fn(kTVMFFIShape), &view, 1, &out));
+  CHECK_EQ(out.type_index, kTVMFFIShape);
+  tffi_any_release(&out);
+
+  /* An Array converts to itself; a List converts to a new Array */
+  view = arr;
+  REQUIRE_OK(tffi_call(convert_fn(kTVMFFIArray), &view, 1, &out));
+  CHECK_PTR_EQ(out.v_obj, arr.v_obj);
+  tffi_any_release(&out);
+  view = lst;
+  REQUIRE_OK(tffi_call(convert_fn(kTVMFFIArray), &view, 1, &out));
+  CHECK_EQ(out.type_index, kTVMFFIArray);
+  CHECK(out.v_obj != lst.v_obj);
+  tffi_any_release(&out);
+
+  /* ffi.Object and ffi.Function accept None; ffi.Error does not */
+  view = tffi_none();
+  CHECK_OK(tffi_call(convert_fn(kTVMFFIObject), &view, 1, &out));
+  CHECK_EQ(out.type_index, kTVMFFINone);
+  CHECK_RAISES(tffi_call(convert_fn(kTVMFFIError), &view, 1, &out), "TypeError",
+               "Cannot cast from `None` to `ffi.Error`");
+
+  /* Failures name both types */
+  view = tffi_int(7);
+  CHECK_RAISES(tffi_call(convert_fn(kTVMFFIShape), &view, 1, &out), "TypeError",
+               "Cannot cast from `int` to `ffi.Shape`");
+  CHECK_RAISES(tffi_call(convert_fn(kTVMFFIArray), &view, 1, &out), "TypeError",
+               "Cannot cast from `int` to `Array<Any>`");
+  CHECK_RAISES(tffi_call(convert_fn(kTVMFFIStr), &view, 1, &out), "TypeError",
+               "Cannot cast from `int` to `str`");
+
+  tffi_any_release(&arr);
+  tffi_any_release(&lst);
+  TVMFFIObjectDecRef(make_array);
+  TVMFFIObjectDecRef(make_list);
+}

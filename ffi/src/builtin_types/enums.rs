@@ -8,15 +8,15 @@
 use std::mem::offset_of;
 
 use crate::abi::*;
-use crate::any::{Any, AnyView};
+use crate::any::Any;
 use crate::error::{Error, Result};
-use crate::function::Function;
 use crate::list::List;
 use crate::map::Dict;
 use crate::object::{make_object, ObjectRef, ObjectType};
 use crate::reflection::{creator, Accessor, DefaultObject, FieldDef, TypeDef};
 use crate::type_table::TypeSink;
 
+use super::convert::convert_function;
 use super::{ENUM_INDEX, ENUM_STATE_INDEX, INT_ENUM_INDEX, STR_ENUM_INDEX};
 
 /// Payload of `ffi.EnumState`: the singletons of one enum class and their indices.
@@ -106,23 +106,6 @@ fn copy_state(src: &ObjectRef<EnumStateObj>) -> ObjectRef<EnumStateObj> {
         entries: src.entries.clone(),
         indexes: src.indexes.clone(),
         attrs: src.attrs.clone(),
-    })
-}
-
-/// `__ffi_convert__` of a reference type: the value itself when it is an instance of `ti`.
-fn convert_function(key: &'static str, ti: i32) -> Function {
-    Function::from_packed(move |args| match args {
-        [v] => match v.as_object() {
-            Some(o) if crate::type_table::is_instance_of(o.type_index(), ti) => Ok(Any::from(o)),
-            _ => Err(Error::type_error(format!(
-                "Cannot cast from `{}` to `{key}`",
-                AnyView::type_key(v)
-            ))),
-        },
-        _ => Err(Error::type_error(format!(
-            "{key}.__ffi_convert__: expected 1 argument, got {}",
-            args.len()
-        ))),
     })
 }
 
@@ -225,7 +208,7 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         .new_from_creator(enum_creator::<INT_ENUM_INDEX>)?
         .attr(
             "__ffi_convert__",
-            &Any::from(convert_function("ffi.IntEnum", INT_ENUM_INDEX)),
+            &Any::from(convert_function(INT_ENUM_INDEX, "ffi.IntEnum")),
         )?
         .type_final(false)?;
 
@@ -250,7 +233,7 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         .new_from_creator(enum_creator::<STR_ENUM_INDEX>)?
         .attr(
             "__ffi_convert__",
-            &Any::from(convert_function("ffi.StrEnum", STR_ENUM_INDEX)),
+            &Any::from(convert_function(STR_ENUM_INDEX, "ffi.StrEnum")),
         )?
         .type_final(false)?;
     Ok(())

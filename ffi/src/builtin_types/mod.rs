@@ -9,6 +9,7 @@
 
 pub mod access_path;
 mod bigint;
+mod convert;
 pub mod enums;
 pub mod structural;
 
@@ -94,6 +95,7 @@ pub(crate) fn register(sink: &dyn TypeSink) -> Result<()> {
             )));
         }
     }
+    convert::register(sink)?;
     enums::register(sink)?;
     access_path::register(sink)?;
     structural::register(sink)?;

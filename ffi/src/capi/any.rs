@@ -76,7 +76,7 @@ pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(
         let bytes = unsafe { byte_array_arg(input, "TVMFFIBigIntFromByteArray", "input") }?;
         if bytes.len() % 8 != 0 {
             return Err(Error::value_error(format!(
-                "TVMFFIBigIntFromByteArray: the size must be a multiple of 8 bytes (int64 words), got {}",
+                "TVMFFIBigIntFromByteArray: BigInt content must contain whole 64-bit words, got {} bytes",
                 bytes.len()
             )));
         }
