@@ -10,6 +10,8 @@
 
 pub mod builtins;
 pub mod capi;
+mod cxx_abi;
+mod cxx_api;
 pub mod env;
 pub mod global;
 pub mod module;

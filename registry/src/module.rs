@@ -125,14 +125,71 @@ pub(crate) fn register_reflection() -> Result<()> {
     Ok(())
 }
 
+/// A module's allocation: the C++ vptr, then the object (spec §3.3: the vptr sits at
+/// header - 8, so C++ code compiled against the official headers can call the module's virtual
+/// functions; see `cxx_api.rs`).
+#[repr(C)]
+struct ModuleBlock {
+    vptr: *const c_void,
+    module: ModuleObj,
+}
+
+/// The deleter of modules: drops the module and frees its block (vptr included).
+unsafe extern "C" fn delete_module(obj: *mut c_void, flags: i32) {
+    use anyffi::abi::{kTVMFFIObjectDeleterFlagBitMaskStrong, kTVMFFIObjectDeleterFlagBitMaskWeak};
+    if flags & kTVMFFIObjectDeleterFlagBitMaskStrong != 0 {
+        // SAFETY: called once, when the last strong reference goes.
+        unsafe { std::ptr::drop_in_place(obj as *mut ModuleObj) };
+    }
+    if flags & kTVMFFIObjectDeleterFlagBitMaskWeak != 0 {
+        // SAFETY: the block was allocated by `make_module` with the vptr in front.
+        unsafe {
+            libc::free(
+                (obj as *mut u8).sub(std::mem::offset_of!(ModuleBlock, module)) as *mut c_void,
+            )
+        };
+    }
+}
+
 fn make_module(lib: Library) -> Module {
-    anyffi::make_object(ModuleObj {
-        header: TVMFFIObject::new::<ModuleObj>(),
-        imports: UnsafeCell::new(Array::empty()),
-        imports_lock: Mutex::new(()),
-        lib,
-        import_cache: Mutex::new(HashMap::new()),
-    })
+    let mut header = TVMFFIObject::new::<ModuleObj>();
+    header.deleter = Some(delete_module);
+    let block = ModuleBlock {
+        vptr: crate::cxx_api::module_vptr(),
+        module: ModuleObj {
+            header,
+            imports: UnsafeCell::new(Array::empty()),
+            imports_lock: Mutex::new(()),
+            lib,
+            import_cache: Mutex::new(HashMap::new()),
+        },
+    };
+    // SAFETY: a fresh malloc block of the block's size (malloc aligns to 16 >= 8).
+    unsafe {
+        let p = libc::malloc(std::mem::size_of::<ModuleBlock>()) as *mut ModuleBlock;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<ModuleBlock>());
+        }
+        p.write(block);
+        let obj = std::ptr::addr_of_mut!((*p).module);
+        ObjectRef::from_raw_owned(std::ptr::NonNull::new_unchecked(obj))
+    }
+}
+
+/// The module behind a handle reached from C++, if it is one of ours (made by `make_module`).
+///
+/// # Safety
+/// `handle` must point at a live object header.
+pub(crate) unsafe fn from_cxx_handle<'a>(handle: *mut TVMFFIObject) -> Option<&'a ModuleObj> {
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: per the caller.
+    let h = unsafe { &*handle };
+    let ours = h.type_index == kTVMFFIModule
+        && h.deleter.map(|d| d as *const () as usize) == Some(delete_module as *const () as usize);
+    // SAFETY: our modules are ModuleObj blocks; the caller keeps the handle alive.
+    ours.then(|| unsafe { &*(handle as *const ModuleObj) })
 }
 
 /// Calls a `TVMFFISafeCallType` symbol with no arguments and `self = NULL`; expects a string.
@@ -153,6 +210,16 @@ impl ModuleObj {
     /// The kind (`library`).
     pub fn kind(&self) -> &'static str {
         "library"
+    }
+
+    /// The kind, NUL-terminated (C++ `ModuleObj::kind()`).
+    pub fn kind_cstr(&self) -> &'static CStr {
+        c"library"
+    }
+
+    /// The property bits (`Module::kBinarySerializable | kRunnable`).
+    pub fn property_mask(&self) -> i64 {
+        PROPERTY_BINARY_SERIALIZABLE | PROPERTY_RUNNABLE
     }
 
     /// The path of the loaded file, if any.
@@ -316,8 +383,10 @@ pub fn load_dylib(path: &str) -> Result<Module> {
                 CStr::from_ptr(e).to_string_lossy().into_owned()
             }
         };
-        return Err(Error::runtime_error(format!(
-            "ffi.ModuleLoadFromFile: cannot load {path}: {msg}"
+        // The official kind and message (a failed check in its loader).
+        return Err(Error::internal(format!(
+            "Check failed: (lib_handle_ != nullptr) is false: Failed to load dynamic shared \
+             library {path} {msg}"
         )));
     }
     let lib = Library::Dylib {

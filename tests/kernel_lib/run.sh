@@ -11,3 +11,14 @@ inc=(-I"$official/include")
 g++ -std=c++17 -O1 -shared -fPIC -DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1 "${inc[@]}" "$root/tests/kernel_lib/userlib.cc" -L"$official/lib" -ltvm_ffi -o "$out/userlib.so"
 gcc -std=c11 -O1 -Wall "${inc[@]}" "$root/tests/kernel_lib/driver.c" -L"$official/lib" -ltvm_ffi -o "$out/driver"
 LD_LIBRARY_PATH="$libdir" "$out/driver" "$out/userlib.so"
+# The same library through the C++ API (Module::LoadFromFile, a module's virtual functions, the
+# extra C++ functions and their exceptions), as code built on the official headers uses it.
+g++ -std=c++17 -O1 -Wall "${inc[@]}" "$root/tests/kernel_lib/cxx_driver.cc" -L"$official/lib" -ltvm_ffi -o "$out/cxx_driver"
+# CXX_DRIVER_VALGRIND=1: the C++ driver only, under valgrind memcheck (thrown exceptions
+# included); any error or definite leak fails.
+if [[ "${CXX_DRIVER_VALGRIND:-0}" == 1 ]]; then
+  LD_LIBRARY_PATH="$libdir" valgrind -q --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+    --error-exitcode=9 --suppressions="$root/tests/valgrind.supp" "$out/cxx_driver" "$out/userlib.so"
+else
+  LD_LIBRARY_PATH="$libdir" "$out/cxx_driver" "$out/userlib.so"
+fi

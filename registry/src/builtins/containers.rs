@@ -298,11 +298,10 @@ where
 
 /// The storage of a Map or Dict handle.
 fn storage<T: anyffi::ObjectType>(m: &ObjectRef<T>) -> ObjectRef<MapBase> {
-    m.clone()
-        .upcast()
-        .downcast::<MapBase>()
-        .ok()
-        .expect("a map kind")
+    match m.clone().upcast().downcast::<MapBase>() {
+        Ok(base) => base,
+        Err(_) => unreachable!("a map kind"),
+    }
 }
 
 /// `it(0)` = current key, `it(1)` = current value, `it(other)` = advance; "not at end".

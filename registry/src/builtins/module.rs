@@ -4,7 +4,7 @@
 use anyffi::{Any, Error, Function};
 
 use crate::global::Registrar;
-use crate::module::{self, Module, PROPERTY_BINARY_SERIALIZABLE, PROPERTY_RUNNABLE};
+use crate::module::{self, Module};
 
 pub(super) fn register(r: &mut Registrar<'_>) {
     if let Err(e) = module::register_reflection() {
@@ -48,7 +48,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     r.typed(
         "ffi.ModuleGetPropertyMask",
         "The property bits of a module.",
-        |_m: Module| PROPERTY_BINARY_SERIALIZABLE | PROPERTY_RUNNABLE,
+        |m: Module| m.property_mask(),
     );
     r.typed(
         "ffi.ModuleInspectSource",

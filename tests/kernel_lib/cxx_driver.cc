@@ -1,0 +1,163 @@
+// A C++ program on the official headers that uses the library's non-inline C++ API (the
+// `TVM_FFI_EXTRA_CXX_API` functions) and a module's virtual functions, as the official
+// quickstart's C++ loader does. Run against each libtvm_ffi.so by tests/kernel_lib/run.sh; it
+// must behave the same on both. Failures print a line and make the exit status non-zero.
+//
+//   cxx_driver USERLIB.so
+#include <tvm/ffi/extra/dataclass.h>
+#include <tvm/ffi/extra/json.h>
+#include <tvm/ffi/extra/module.h>
+#include <tvm/ffi/extra/serialization.h>
+#include <tvm/ffi/extra/structural_equal.h>
+#include <tvm/ffi/extra/structural_hash.h>
+#include <tvm/ffi/tvm_ffi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+namespace ffi = tvm::ffi;
+
+static int failures = 0;
+static int checks = 0;
+
+#define EXPECT(cond)                                                  \
+  do {                                                               \
+    ++checks;                                                        \
+    if (!(cond)) {                                                   \
+      ++failures;                                                    \
+      std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
+    }                                                                \
+  } while (0)
+
+// Runs `f`, which must throw tvm::ffi::Error of `kind` whose message contains `needle`.
+template <typename F>
+static void ExpectError(const char* what, const char* kind, const char* needle, F f) {
+  ++checks;
+  try {
+    f();
+    ++failures;
+    std::printf("FAIL %s: no exception\n", what);
+  } catch (const ffi::Error& e) {
+    if (e.kind() != kind || e.message().find(needle) == std::string::npos ||
+        std::strstr(e.what(), needle) == nullptr) {
+      ++failures;
+      std::printf("FAIL %s: got %s: %s\n", what, e.kind().c_str(), e.message().c_str());
+    }
+  } catch (...) {
+    ++failures;
+    std::printf("FAIL %s: an exception that is not tvm::ffi::Error\n", what);
+  }
+}
+
+static void TestModule(const char* path) {
+  ffi::Module mod = ffi::Module::LoadFromFile(path);
+  // virtual functions, through the module's vtable
+  EXPECT(std::string(mod->kind()) == "library");
+  EXPECT(mod->GetPropertyMask() == 0b011);
+  ffi::Optional<ffi::Function> f = mod->GetFunction("add_one");
+  EXPECT(f.has_value());
+  EXPECT((*f)(41).cast<int64_t>() == 42);
+  EXPECT(!mod->GetFunction("no_such_function").has_value());
+  EXPECT(mod->ImplementsFunction("add_one"));
+  EXPECT(!mod->ImplementsFunction("no_such_function"));
+  EXPECT(mod->GetFunctionMetadata("add_one").has_value());
+  EXPECT(!mod->GetFunctionMetadata("no_such_function").has_value());
+  EXPECT(mod->InspectSource("asm").empty());
+  EXPECT(mod->GetWriteFormats().empty());
+  ExpectError("SaveToBytes", "RuntimeError", "does not support SaveToBytes",
+              [&] { mod->SaveToBytes(); });
+  // the non-virtual overloads that may search the imports
+  ffi::Module other = ffi::Module::LoadFromFile(path);
+  other->ImportModule(mod);
+  EXPECT(other->imports().size() == 1);
+  EXPECT(other->GetFunction("make_range", true).has_value());
+  EXPECT(other->ImplementsFunction("make_range", true));
+  ExpectError("cyclic import", "RuntimeError", "Cyclic dependency",
+              [&] { mod->ImportModule(other); });
+  other->ClearImports();
+  EXPECT(other->imports().empty());
+  // Module::operator-> calls the same functions
+  ffi::Function range = mod->GetFunction("make_range", false).value();
+  EXPECT(range(3).cast<ffi::Array<int64_t>>().size() == 3);
+  // errors are tvm::ffi::Error, catchable as std::exception too
+  ExpectError("LoadFromFile(missing)", "InternalError", "Failed to load dynamic shared library",
+              [] { ffi::Module::LoadFromFile("/nonexistent/no_such_library.so"); });
+  ExpectError("LoadFromFile(no extension)", "RuntimeError", "Failed to get file format",
+              [] { ffi::Module::LoadFromFile("no_extension"); });
+  ++checks;
+  try {
+    ffi::Module::LoadFromFile("/nonexistent/no_such_library.so");
+    ++failures;
+  } catch (const std::exception& e) {
+    if (std::strstr(e.what(), "no_such_library") == nullptr) {
+      ++failures;
+      std::printf("FAIL std::exception::what(): %s\n", e.what());
+    }
+  }
+  ++checks;
+  try {
+    ffi::Module::LoadFromFile("/nonexistent/no_such_library.so");
+    ++failures;
+  } catch (const ffi::Error& e) {  // a copy of the thrown object
+    ffi::Error copy = e;
+    if (copy.kind() != "InternalError") ++failures;
+  }
+}
+
+static void TestExtraFunctions() {
+  ffi::Array<ffi::Any> a{1, 2, 3}, b{1, 2, 3}, c{1, 2, 4};
+  EXPECT(ffi::StructuralEqual::Equal(a, b));
+  EXPECT(!ffi::StructuralEqual::Equal(a, c));
+  EXPECT(ffi::StructuralHash::Hash(a) == ffi::StructuralHash::Hash(b));
+  EXPECT(ffi::StructuralHash::Hash(a) != ffi::StructuralHash::Hash(c));
+  EXPECT(!ffi::StructuralEqual::GetFirstMismatch(a, b).has_value());
+  auto mismatch = ffi::StructuralEqual::GetFirstMismatch(a, c);
+  EXPECT(mismatch.has_value());
+
+  EXPECT(ffi::RecursiveEq(a, b));
+  EXPECT(ffi::RecursiveLt(a, c));
+  EXPECT(ffi::RecursiveLe(a, b));
+  EXPECT(ffi::RecursiveGt(c, a));
+  EXPECT(ffi::RecursiveGe(c, a));
+  EXPECT(!ffi::RecursiveGt(a, b));
+  EXPECT(ffi::RecursiveHash(a) == ffi::RecursiveHash(b));
+  EXPECT(ffi::ReprPrint(a) == "(1, 2, 3)");
+  ffi::Any copy = ffi::DeepCopy(a);
+  EXPECT(!copy.cast<ffi::Array<ffi::Any>>().same_as(a));
+  EXPECT(ffi::RecursiveEq(copy, a));
+
+  ffi::json::Value v = ffi::json::Parse("{\"k\": [1, 2.5, \"s\", null, true]}");
+  EXPECT((v.cast<ffi::Map<ffi::Any, ffi::Any>>().size() == 1));
+  EXPECT(ffi::json::Stringify(ffi::json::Parse("[1,2]")) == "[1,2]");
+  EXPECT(ffi::json::Stringify(ffi::json::Parse("[1]"), 2) == "[\n  1\n]");
+  ffi::String err("stale");
+  ffi::json::Value bad = ffi::json::Parse("[1,", &err);
+  EXPECT(bad == nullptr);
+  EXPECT(!err.empty() && err != "stale");
+  ffi::json::Value good = ffi::json::Parse("[1]", &err);
+  EXPECT(err.empty());
+  EXPECT(good != nullptr);
+  ExpectError("json::Parse(bad)", "ValueError", "", [] { ffi::json::Parse("{"); });
+
+  ffi::json::Value graph = ffi::ToJSONGraph(a);
+  EXPECT(ffi::RecursiveEq(ffi::FromJSONGraph(graph), a));
+  ExpectError("FromJSONGraph(bad)", "ValueError", "", [] { ffi::FromJSONGraph(ffi::Any(1)); });
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s USERLIB.so\n", argv[0]);
+    return 2;
+  }
+  try {
+    TestModule(argv[1]);
+    TestExtraFunctions();
+  } catch (const std::exception& e) {
+    std::printf("FAIL uncaught: %s\n", e.what());
+    ++failures;
+  }
+  std::printf("cxx_driver: %d checks, %d failed\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}
