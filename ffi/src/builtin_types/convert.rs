@@ -155,7 +155,10 @@ mod tests {
         let s = s.get::<Shape>().unwrap();
         assert_eq!(s.as_slice(), &[1, 2, 3]);
         let l = Any::from(List::from_vec(vec![Any::from(4i64), Any::from(true)]));
-        let s = call(kTVMFFIShape, "ffi.Shape", &l).unwrap().get::<Shape>().unwrap();
+        let s = call(kTVMFFIShape, "ffi.Shape", &l)
+            .unwrap()
+            .get::<Shape>()
+            .unwrap();
         assert_eq!(s.as_slice(), &[4, 1]);
         // the same object comes back when no conversion is needed
         let same = call(kTVMFFIShape, "ffi.Shape", &s.clone().into()).unwrap();
@@ -172,8 +175,14 @@ mod tests {
         assert_eq!(e.message(), "Cannot cast from `int` to `Array<Any>`");
         let e = call(kTVMFFIError, "ffi.Error", &Any::default()).unwrap_err();
         assert_eq!(e.message(), "Cannot cast from `None` to `ffi.Error`");
-        let e = convert_function(kTVMFFIArray, "Array<Any>").call(&[]).unwrap_err();
-        assert!(e.message().contains("expected 1 argument, got 0"), "{}", e.message());
+        let e = convert_function(kTVMFFIArray, "Array<Any>")
+            .call(&[])
+            .unwrap_err();
+        assert!(
+            e.message().contains("expected 1 argument, got 0"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]
@@ -199,7 +208,10 @@ mod tests {
             (kTVMFFIFunction, "ffi.Function"),
             (kTVMFFITensor, "ffi.Tensor"),
         ] {
-            assert!(call(ti, target, &Any::default()).unwrap().as_view().is_none());
+            assert!(call(ti, target, &Any::default())
+                .unwrap()
+                .as_view()
+                .is_none());
         }
         assert!(call(kTVMFFIObject, "ffi.Object", &Any::from(1i64)).is_err());
         let s = call(kTVMFFIStr, "str", &Any::from("hello world")).unwrap();
