@@ -206,6 +206,34 @@ impl Error {
         String::from_utf8_lossy(unsafe { bytes_of(&self.0.cell.backtrace) })
     }
 
+    /// The backtrace with the most recent call last, one frame per line: the frames of
+    /// [`Error::backtrace`] in reverse order, empty lines and text after the last newline left
+    /// out (the official `Error::TracebackMostRecentCallLast`).
+    pub fn traceback_most_recent_call_last(&self) -> String {
+        let bt = self.backtrace();
+        let complete = match bt.rfind('\n') {
+            Some(end) => &bt[..end],
+            None => return String::new(),
+        };
+        let mut out = String::with_capacity(bt.len());
+        for line in complete.rsplit('\n').filter(|l| !l.is_empty()) {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `Traceback (most recent call last):\n<frames><kind>: <message>\n`, the text the official
+    /// library prints for an error it logs before raising (its `Error::FullMessage`).
+    pub fn full_message(&self) -> String {
+        format!(
+            "Traceback (most recent call last):\n{}{}: {}\n",
+            self.traceback_most_recent_call_last(),
+            self.kind(),
+            self.message()
+        )
+    }
+
     /// The error this one was caused by, if any.
     pub fn cause(&self) -> Option<ObjectRef<crate::object::Object>> {
         let p = NonNull::new(self.0.cell.cause_chain as *mut crate::object::Object)?;
@@ -359,6 +387,31 @@ mod tests {
         // SAFETY: the cell backtrace is NUL-terminated storage.
         assert_eq!(unsafe { *e.as_object().cell.backtrace.data.add(1) }, 0);
         assert_eq!(e.to_string(), "ValueError: bad value");
+    }
+
+    #[test]
+    fn full_message_reverses_the_frames() {
+        let e = Error::with_parts(
+            b"RuntimeError",
+            b"boom",
+            b"  File \"inner\", line 2, in g\n\n  File \"outer\", line 1, in f\n  partial",
+            None,
+            None,
+        );
+        assert_eq!(
+            e.traceback_most_recent_call_last(),
+            "  File \"outer\", line 1, in f\n  File \"inner\", line 2, in g\n"
+        );
+        assert_eq!(
+            e.full_message(),
+            "Traceback (most recent call last):\n  File \"outer\", line 1, in f\n  \
+             File \"inner\", line 2, in g\nRuntimeError: boom\n"
+        );
+        let bare = Error::with_parts(b"ValueError", b"v", b"", None, None);
+        assert_eq!(
+            bare.full_message(),
+            "Traceback (most recent call last):\nValueError: v\n"
+        );
     }
 
     #[test]

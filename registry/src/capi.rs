@@ -61,7 +61,7 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(
     info: *const TVMFFIMethodInfo,
     allow_override: c_int,
 ) -> c_int {
-    let rc = guard(|| {
+    guard(|| {
         let info = non_null(info, "TVMFFIFunctionSetGlobalFromMethodInfo", "method_info")?;
         // SAFETY: the caller passes a valid description.
         let info = unsafe { &*info };
@@ -94,12 +94,8 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(
             metadata: String::from_utf8_lossy(metadata).into_owned(),
             flags: info.flags,
         };
-        global::register_global(name, entry, allow_override != 0)
-    });
-    if rc != 0 {
-        eprintln!("anyffi: TVMFFIFunctionSetGlobalFromMethodInfo failed (see the raised error)");
-    }
-    rc
+        global::register_global_from_method_info(name, entry, allow_override != 0)
+    })
 }
 
 /// Writes a new reference to the function registered under `name`, or NULL (rc 0) when missing.

@@ -98,12 +98,41 @@ pub fn json_string(s: &str) -> String {
 
 /// Registers `entry` under `name`; an existing name is an error unless `allow_override`.
 pub fn register_global(name: &str, entry: GlobalEntry, allow_override: bool) -> Result<()> {
+    insert_global(name, entry, allow_override, || {
+        Error::runtime_error(format!("Global Function `{name}` is already registered"))
+    })
+}
+
+/// [`register_global`] for `TVMFFIFunctionSetGlobalFromMethodInfo` (every C++ `GlobalDef().def`
+/// and the Rust binding's registrations go through it): the duplicate error names its likely
+/// cause, and is printed to stderr (traceback, kind and message) before it is raised, as the
+/// official library logs it.
+pub fn register_global_from_method_info(
+    name: &str,
+    entry: GlobalEntry,
+    allow_override: bool,
+) -> Result<()> {
+    insert_global(name, entry, allow_override, || {
+        let e = Error::runtime_error(format!(
+            "Global Function `{name}` is already registered, possible causes:\n\
+             - Two GlobalDef().def registrations for the same function \n\
+             Please remove the duplicate registration."
+        ));
+        eprint!("{}", e.full_message());
+        e
+    })
+}
+
+fn insert_global(
+    name: &str,
+    entry: GlobalEntry,
+    allow_override: bool,
+    duplicate: impl FnOnce() -> Error,
+) -> Result<()> {
     let old = {
         let mut t = TABLE.write();
         if !allow_override && t.contains_key(name) {
-            return Err(Error::runtime_error(format!(
-                "Global Function `{name}` is already registered"
-            )));
+            return Err(duplicate());
         }
         t.insert(name.into(), entry)
     };

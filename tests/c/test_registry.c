@@ -4,6 +4,8 @@
  * ffi.GetGlobalFuncMetadata, plus ffi.Shape, ffi.String and ffi.Bytes
  * (spec §1.2, §6, §8).
  */
+#include <stdlib.h>
+
 #include "tffi_test.h"
 
 static int const_safe_call(void* handle, const TVMFFIAny* args, int32_t n, TVMFFIAny* rv) {
@@ -89,6 +91,86 @@ TEST(registry_set_get_override_remove) {
   CHECK_OK(TVMFFIFunctionGetGlobal(&ba, &got));
   CHECK(got == NULL);
 
+  CHECK_OK(TVMFFIObjectDecRef(f1));
+  CHECK_OK(TVMFFIObjectDecRef(f2));
+}
+
+/* Moves the pending error out; writes its kind and message (NUL-terminated, truncated to the
+   buffer sizes) and returns 1, or returns 0 when none is pending. */
+static int take_error(char* kind, size_t kind_cap, char* msg, size_t cap) {
+  void* err = NULL;
+  TVMFFIErrorCell* cell;
+  size_t n;
+  TVMFFIErrorMoveFromRaised(&err);
+  if (err == NULL) return 0;
+  cell = (TVMFFIErrorCell*)tffi_cell(err);
+  n = cell->kind.size < kind_cap - 1 ? cell->kind.size : kind_cap - 1;
+  memcpy(kind, cell->kind.data, n);
+  kind[n] = '\0';
+  n = cell->message.size < cap - 1 ? cell->message.size : cap - 1;
+  memcpy(msg, cell->message.data, n);
+  msg[n] = '\0';
+  TVMFFIObjectDecRef(err);
+  return 1;
+}
+
+/* A duplicate through TVMFFIFunctionSetGlobalFromMethodInfo (every C++ GlobalDef().def and the
+   official Rust binding register this way) raises a longer message than TVMFFIFunctionSetGlobal
+   and is printed to stderr first: "Traceback (most recent call last):\n<frames><kind>: <msg>\n". */
+TEST(registry_duplicate_from_method_info_message_and_log) {
+  const char* name = "anyffi_ctest.registry.method_info_dup";
+  const char* long_msg =
+      "Global Function `anyffi_ctest.registry.method_info_dup` is already registered, possible "
+      "causes:\n- Two GlobalDef().def registrations for the same function \nPlease remove the "
+      "duplicate registration.";
+  const char* short_msg =
+      "Global Function `anyffi_ctest.registry.method_info_dup` is already registered";
+  void* f1 = make_const_fn(1);
+  void* f2 = make_const_fn(2);
+  TVMFFIMethodInfo info;
+  char kind[64], msg[512], expected_tail[600];
+  char* logged;
+  int rc;
+  REQUIRE(f1 != NULL && f2 != NULL);
+  memset(&info, 0, sizeof(info));
+  info.name = tffi_ba(name);
+  info.doc = tffi_ba("");
+  info.metadata = tffi_ba("{}");
+  info.method = tffi_obj_view(f1);
+  REQUIRE_OK(TVMFFIFunctionSetGlobalFromMethodInfo(&info, 0));
+
+  info.method = tffi_obj_view(f2);
+  tffi_stderr_capture_begin();
+  rc = TVMFFIFunctionSetGlobalFromMethodInfo(&info, 0);
+  logged = tffi_stderr_capture_end();
+  CHECK_EQ(rc, -1);
+  REQUIRE(take_error(kind, sizeof(kind), msg, sizeof(msg)));
+  CHECK_BYTES(kind, strlen(kind), "RuntimeError");
+  CHECK_BYTES(msg, strlen(msg), long_msg);
+  REQUIRE(logged != NULL);
+  CHECK(strncmp(logged, "Traceback (most recent call last):\n", 35) == 0);
+  snprintf(expected_tail, sizeof(expected_tail), "\nRuntimeError: %s\n", long_msg);
+  CHECK(strlen(logged) >= strlen(expected_tail) &&
+        strcmp(logged + strlen(logged) - strlen(expected_tail), expected_tail) == 0);
+  free(logged);
+  CHECK_EQ(tffi_strong(f2), 1); /* not kept */
+
+  /* TVMFFIFunctionSetGlobal: the short message, nothing printed. */
+  tffi_stderr_capture_begin();
+  rc = set_global(name, f2, 0);
+  logged = tffi_stderr_capture_end();
+  CHECK_EQ(rc, -1);
+  REQUIRE(take_error(kind, sizeof(kind), msg, sizeof(msg)));
+  CHECK_BYTES(kind, strlen(kind), "RuntimeError");
+  CHECK_BYTES(msg, strlen(msg), short_msg);
+  REQUIRE(logged != NULL);
+  CHECK_BYTES(logged, strlen(logged), "");
+  free(logged);
+
+  /* With override it replaces the entry. */
+  CHECK_OK(TVMFFIFunctionSetGlobalFromMethodInfo(&info, 1));
+  CHECK_EQ(tffi_strong(f1), 1);
+  CHECK_EQ(remove_global(name), 1);
   CHECK_OK(TVMFFIObjectDecRef(f1));
   CHECK_OK(TVMFFIObjectDecRef(f2));
 }

@@ -313,6 +313,44 @@ void tffi_stderr_restore(void) {
   g_saved_stderr = -1;
 }
 
+static int g_capture_saved_stderr = -1;
+static FILE* g_capture_file = NULL;
+
+void tffi_stderr_capture_begin(void) {
+  if (g_capture_saved_stderr >= 0) return;
+  fflush(stderr);
+  g_capture_file = tmpfile();
+  if (g_capture_file == NULL) return;
+  g_capture_saved_stderr = dup(2);
+  dup2(fileno(g_capture_file), 2);
+}
+
+char* tffi_stderr_capture_end(void) {
+  char* text;
+  long n;
+  if (g_capture_saved_stderr < 0) {
+    text = (char*)malloc(1);
+    if (text != NULL) text[0] = '\0';
+    return text;
+  }
+  fflush(stderr);
+  dup2(g_capture_saved_stderr, 2);
+  close(g_capture_saved_stderr);
+  g_capture_saved_stderr = -1;
+  fseek(g_capture_file, 0, SEEK_END);
+  n = ftell(g_capture_file);
+  if (n < 0) n = 0;
+  rewind(g_capture_file);
+  text = (char*)malloc((size_t)n + 1);
+  if (text != NULL) {
+    size_t got = fread(text, 1, (size_t)n, g_capture_file);
+    text[got] = '\0';
+  }
+  fclose(g_capture_file);
+  g_capture_file = NULL;
+  return text;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Runner                                                                   */
 /* ------------------------------------------------------------------------ */

@@ -264,4 +264,12 @@ void tffi_clear_error(void);
 void tffi_stderr_silence(void);
 void tffi_stderr_restore(void);
 
+/*
+ * Collect what is written to stderr (file descriptor 2) between the two calls;
+ * _end returns it NUL-terminated (malloc'd, caller frees; "" if capturing failed).
+ * Calls must be paired; not nestable, not combined with tffi_stderr_silence.
+ */
+void tffi_stderr_capture_begin(void);
+char* tffi_stderr_capture_end(void);
+
 #endif /* TFFI_TEST_H_ */
