@@ -56,6 +56,12 @@ thread_local! {
     static TLS_ALLOCATOR: Cell<DLPackManagedTensorAllocator> = const { Cell::new(None) };
 }
 static GLOBAL_ALLOCATOR: Mutex<DLPackManagedTensorAllocator> = Mutex::new(None);
+/// The library's own allocator (the runtime's, installed at load), used by
+/// `TVMFFIEnvTensorAlloc` when neither this thread nor the process has one. It is not an
+/// allocator a host installed, so `TVMFFIEnvGetDLPackManagedTensorAllocator` and the
+/// previous value `TVMFFIEnvSetDLPackManagedTensorAllocator` reports never show it: with no
+/// host allocator both report NULL, as in the official library.
+static FALLBACK_ALLOCATOR: Mutex<DLPackManagedTensorAllocator> = Mutex::new(None);
 
 /// Sets this thread's allocator (and the process-wide one with `write_global`); returns the
 /// previous thread-local value.
@@ -70,18 +76,18 @@ pub fn set_tensor_allocator(
     prev
 }
 
-/// Sets the process-wide allocator only if none is set (the runtime's default, installed at
-/// library load without touching any thread's own allocator); whether it was installed.
-pub fn set_default_tensor_allocator(a: DLPackManagedTensorAllocator) -> bool {
-    let mut global = GLOBAL_ALLOCATOR.lock();
-    if global.is_some() {
+/// Installs the library's fallback allocator (see [`FALLBACK_ALLOCATOR`]) unless one is
+/// installed; whether it was installed.
+pub fn set_fallback_tensor_allocator(a: DLPackManagedTensorAllocator) -> bool {
+    let mut fallback = FALLBACK_ALLOCATOR.lock();
+    if fallback.is_some() {
         return false;
     }
-    *global = a;
+    *fallback = a;
     true
 }
 
-/// The thread-local allocator if set, else the process-wide one.
+/// The thread-local allocator if set, else the process-wide one (what a host installed).
 pub fn tensor_allocator() -> DLPackManagedTensorAllocator {
     TLS_ALLOCATOR.with(|c| c.get()).or(*GLOBAL_ALLOCATOR.lock())
 }
@@ -100,7 +106,7 @@ unsafe extern "C" fn forward_alloc_error(
 /// # Safety
 /// `prototype` must be a valid DLTensor (only dtype, ndim, shape and device are read).
 pub unsafe fn env_tensor_alloc(prototype: *mut DLTensor) -> Result<Tensor> {
-    let Some(alloc) = tensor_allocator() else {
+    let Some(alloc) = tensor_allocator().or(*FALLBACK_ALLOCATOR.lock()) else {
         return Err(Error::runtime_error(
             "TVMFFIEnvTensorAlloc: allocator is nullptr, likely because \
              TVMFFIEnvSetDLPackManagedTensorAllocator has not been called.",

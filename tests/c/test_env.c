@@ -287,10 +287,24 @@ TEST(env_tensor_alloc) {
   proto.dtype.lanes = 1;
   proto.shape = shape;
 
-  /* anyffi goes beyond the official library with a default CPU allocator (process-wide), so
+  /* What the getter reports is what a thread-local Set reports as the previous value (no
+     library allocator shows through the getter). */
+  {
+    DLPackManagedTensorAllocator before = TVMFFIEnvGetDLPackManagedTensorAllocator();
+    REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(test_allocator, 0, &prev));
+    CHECK(prev == before);
+    REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(before, 0, NULL));
+  }
+  /* Nothing installed by a host: the getter and the previous value report NULL on both
+     libraries (the official C++ suite's CEnvAPI test compares the two). */
+  CHECK_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(NULL, 1, NULL));
+  CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() == NULL);
+  REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(NULL, 0, &prev));
+  CHECK(prev == NULL);
+  CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() == NULL);
+  /* anyffi goes beyond the official library with a fallback CPU allocator, so
      TVMFFIEnvTensorAlloc works with no host framework; the official library has none. */
   if (is_anyffi()) {
-    CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() != NULL);
     if (CHECK_OK(TVMFFIEnvTensorAlloc(&proto, &t))) {
       DLTensor* dl = (DLTensor*)tffi_cell(t);
       CHECK_EQ(dl->shape[1], 6);
@@ -300,11 +314,9 @@ TEST(env_tensor_alloc) {
       CHECK_EQ((uintptr_t)dl->data % 64, 0);
       CHECK_OK(TVMFFIObjectDecRef(t));
     }
+  } else {
+    CHECK_RAISES(TVMFFIEnvTensorAlloc(&proto, &t), "RuntimeError", "allocator");
   }
-  /* Nothing installed. */
-  CHECK_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(NULL, 1, NULL));
-  CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() == NULL);
-  CHECK_RAISES(TVMFFIEnvTensorAlloc(&proto, &t), "RuntimeError", "allocator");
 
   g_alloc_calls = g_alloc_frees = 0;
   REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(test_allocator, 0, &prev));
@@ -343,7 +355,7 @@ static void* allocator_thread_main(void* arg) {
 TEST(env_tensor_allocator_global_vs_thread_local) {
   pthread_t th;
   DLPackManagedTensorAllocator seen = (DLPackManagedTensorAllocator)0x1;
-  /* Start from no allocator at all (anyffi installs a process-wide default). */
+  /* Start from no allocator at all. */
   REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(NULL, 1, NULL));
   /* Thread-local only: another thread does not see it. */
   REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(test_allocator, 0, NULL));

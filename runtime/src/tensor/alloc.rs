@@ -143,10 +143,12 @@ pub unsafe extern "C" fn runtime_tensor_allocator(
     -1
 }
 
-/// Installs [`runtime_tensor_allocator`] as the process-wide DLPack allocator unless one is set.
+/// Installs [`runtime_tensor_allocator`] as the library's fallback DLPack allocator:
+/// `TVMFFIEnvTensorAlloc` uses it when no host installed one (for this thread or the process);
+/// `TVMFFIEnvGetDLPackManagedTensorAllocator` does not report it.
 pub(crate) fn install_default_allocator() {
-    // A false return means a host installed its own allocator first, which then stays.
-    let _ = anyffi_registry::env::set_default_tensor_allocator(Some(runtime_tensor_allocator));
+    // A false return means it is installed already.
+    let _ = anyffi_registry::env::set_fallback_tensor_allocator(Some(runtime_tensor_allocator));
 }
 
 /// Registers `runtime.empty`.
