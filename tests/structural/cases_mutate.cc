@@ -129,6 +129,21 @@ CASE("map.err.callback") {
   }
   return String("no error");
 });
+CASE("map.err.post_callback_returns_error") {
+  // An Error the post-order callback returns (not raises) fails the map like a raised one, and
+  // the visit context names the descended node (children already mapped), not the source.
+  Function fail = Function::FromTyped([](Array<Any> a) -> Any { return Error("ValueError", "returned", ""); });
+  Array<Any> root({1});
+  try {
+    Call("ffi.StructuralMap", root, Table({{TypeIndex::kTVMFFIArray, fail}, {TypeIndex::kTVMFFIInt, AddOne()}}), Array<Any>(), 1);
+  } catch (const Error& e) {
+    auto ctx = VisitErrorContext::TryGetFromError(e);
+    if (!ctx.has_value()) return Array<Any>({String(e.kind() + ": " + e.message()), String("no context")});
+    List<ObjectRef> pattern = (*ctx)->reverse_visit_pattern;
+    return Array<Any>({String(e.kind() + ": " + e.message()), pattern, pattern.size() > 0 && pattern[0].same_as(root), root});
+  }
+  return String("no error");
+});
 CASE("map.err.no_setter") {
   // Reflected objects whose type has no shallow copy can't be rebuilt.
   return Call("ffi.StructuralMap", ObjectRef(make_object<NoCreatorObj>(1)), Table({{TypeIndex::kTVMFFIInt, AddOne()}}), Array<Any>(), 1);
@@ -165,6 +180,36 @@ CASE("mutate.default_mutate") {
   int32_t node_ti = Node("x", {}).type_index();
   return Call("ffi.StructuralMutate", Node("a", {1, Node("b", {2})}),
               Array<Any>({Array<Any>({node_ti, on_node, false}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
+});
+CASE("mutate.shared_parent_lends_unique_child") {
+  // The only reference to the inner array is the slot of a shared outer array: copy-on-write
+  // mutation lends it to the callback without a reference of its own, so the callback sees it
+  // unique, with the mode that forbids in-place mutation (its parent is shared).
+  Array<Any> outer({Array<Any>({1})});
+  Array<Any> alias = outer;
+  List<Any> log;
+  Function on_array = Function::FromTyped([plog = &log](AnyView a, ObjectRef m, int mode) -> Any {
+    plog->push_back(Array<Any>({a.as<Object>()->use_count(), mode}));
+    return Call("ffi.StructuralMutatorDefaultMutate", m, a);
+  });
+  Function on_int = Function::FromTyped([](int64_t v, ObjectRef m) -> Any { return v + 1; });
+  Any out = Call("ffi.StructuralMutate", outer,
+                 Array<Any>({Array<Any>({TypeIndex::kTVMFFIArray, on_array, true}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
+  return Array<Any>({log, out, alias});
+});
+CASE("mutate.shared_map_lends_unique_value") {
+  // The same for a shared Map's value.
+  Map<Any, Any> outer({{String("k"), Array<Any>({1})}});
+  Map<Any, Any> alias = outer;
+  List<Any> log;
+  Function on_array = Function::FromTyped([plog = &log](AnyView a, ObjectRef m, int mode) -> Any {
+    plog->push_back(Array<Any>({a.as<Object>()->use_count(), mode}));
+    return Call("ffi.StructuralMutatorDefaultMutate", m, a);
+  });
+  Function on_int = Function::FromTyped([](int64_t v, ObjectRef m) -> Any { return v + 1; });
+  Any out = Call("ffi.StructuralMutate", outer,
+                 Array<Any>({Array<Any>({TypeIndex::kTVMFFIArray, on_array, true}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
+  return Array<Any>({log, out, alias});
 });
 CASE("mutate.inplace_modes") {
   List<Any> log;

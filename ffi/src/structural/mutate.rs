@@ -24,7 +24,7 @@ use crate::any::{Any, AnyView};
 use crate::builtin_types::STRUCTURAL_MUTATOR_INDEX;
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::map_base::{clone_raw, drop_raw, MapBase, RawMap};
+use crate::map_base::{drop_raw, MapBase, RawMap};
 use crate::object::{make_object, ObjectRef, ObjectType};
 use crate::seq::SeqObj;
 use crate::type_table;
@@ -80,6 +80,12 @@ fn is_unchanged(r: &TVMFFIAny) -> bool {
 /// `UnchangedOrSameAs(original)`: the marker, or the same 16 bytes.
 fn unchanged_or_same(r: &TVMFFIAny, original: &TVMFFIAny) -> bool {
     is_unchanged(r) || crate::hash::same_value(r, original)
+}
+
+/// A callback's result as the official engines read it (`CallExpected<Any>`): an Error value
+/// the callback returned, not raised, is a failure as well, and gets the visit context.
+fn expected(r: Result<Any>) -> Result<Any> {
+    r.and_then(|v| decode(v.into_raw()))
 }
 
 /// Adopts a raw owned result as a Rust result (the marker stays a value).
@@ -425,32 +431,45 @@ unsafe extern "C" fn mutate_leaf(_m: *mut TVMFFIObject, _value: TVMFFIAny) -> TV
     unchanged()
 }
 
-/// Copy-on-write mutation of an Array's or List's elements.
+/// Copy-on-write mutation of an Array's or List's elements. Each element is lent to the mutator
+/// straight from its slot (no extra reference), as the official engine does: a callback sees a
+/// uniquely owned element of a shared sequence as unique, with `InplaceMode::kDisallow`.
 unsafe extern "C" fn mutate_seq(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: the column entry of Array/List is only called with a live sequence.
-    let items = unsafe { super::seq_items(value.value.v_obj) };
+    let seq = unsafe { &*(value.value.v_obj as *const SeqObj) };
     let mut out: Option<Vec<Any>> = None;
-    for (i, item) in items.iter().enumerate() {
+    let mut i = 0;
+    // The length is read again each step: a callback may change a List it can reach.
+    while i < seq.len() {
+        // SAFETY: in bounds; the slot keeps the element alive while it is lent.
+        let item: TVMFFIAny = unsafe { *(*seq.data_ptr().add(i)).raw() };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, item.raw(), INPLACE_DISALLOW) };
+        let r = unsafe { mutate_raw(m, &item, INPLACE_DISALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
         // SAFETY: an owned non-error result.
         let r = unsafe { Any::from_raw(r) };
         match &mut out {
-            None if unchanged_or_same(r.raw(), item.raw()) => {}
+            None if unchanged_or_same(r.raw(), &item) => {}
             None => {
-                let mut v: Vec<Any> = items[..i].to_vec();
+                // SAFETY: the elements before `i` (bounded by the current length) are live.
+                let before = unsafe { seq.slice_unchecked() };
+                let mut v: Vec<Any> = before[..i.min(before.len())].to_vec();
                 v.push(r);
                 out = Some(v);
             }
             Some(v) => v.push(if is_unchanged(r.raw()) {
-                item.clone()
+                // SAFETY: the unchanged element, read from its slot while in bounds.
+                match unsafe { seq.slice_unchecked() }.get(i) {
+                    Some(a) => a.clone(),
+                    None => Any::default(),
+                }
             } else {
                 r
             }),
         }
+        i += 1;
     }
     match out {
         None => unchanged(),
@@ -492,7 +511,7 @@ unsafe extern "C" fn maybe_inplace_mutate_seq(m: *mut TVMFFIObject, value: TVMFF
     unchanged()
 }
 
-/// Copy-on-write mutation of a Map's or Dict's values (keys stay).
+/// Copy-on-write mutation of a Map's or Dict's values (keys stay), each lent from its slot.
 unsafe extern "C" fn mutate_map(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: the column entry of Map/Dict is only called with a live map.
     let src = unsafe { RawMap::from_ptr(value.value.v_obj as *mut MapBase) };
@@ -500,16 +519,17 @@ unsafe extern "C" fn mutate_map(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFF
     let mut pos = src.begin();
     let mut index = 0usize;
     while pos != src.end() {
-        // SAFETY: a valid position; the value is cloned before anything can change it.
-        let old = unsafe { Any::from_raw(clone_raw(&(*src.kv_at(pos)).value)) };
+        // SAFETY: a valid position; the slot keeps the value alive while it is lent (no extra
+        // reference, as in the official engine: uniqueness stays visible to callbacks).
+        let old: TVMFFIAny = unsafe { (*src.kv_at(pos)).value };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, old.raw(), INPLACE_DISALLOW) };
+        let r = unsafe { mutate_raw(m, &old, INPLACE_DISALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
         // SAFETY: an owned non-error result.
         let r = unsafe { Any::from_raw(r) };
-        if !unchanged_or_same(r.raw(), old.raw()) {
+        if !unchanged_or_same(r.raw(), &old) {
             let copy = out.get_or_insert_with(|| src.copy());
             // SAFETY: the copy is ours alone; entries are in the source's order.
             unsafe { set_value_at(RawMap::of(copy), index, r) };
@@ -701,12 +721,12 @@ impl EngineMutator {
     fn call_map_link(&self, f: &Function, with_region: bool, target: &TVMFFIAny) -> Result<Any> {
         // SAFETY: `target` is live for the call.
         let view = unsafe { AnyView::from_raw(*target) };
-        if with_region {
+        expected(if with_region {
             let kind = Any::from(self.head.def_region_mode as i64);
             f.call(&[view, kind.as_view()])
         } else {
             f.call(&[view])
-        }
+        })
     }
 
     fn map_link(
@@ -810,12 +830,12 @@ impl EngineMutator {
         // SAFETY: `value` is live for the call.
         let view = unsafe { AnyView::from_raw(*value) };
         let mutator = mutator_any(me);
-        let r = if *takes_mode {
+        let r = expected(if *takes_mode {
             let mode = Any::from(inplace as i64);
             f.call(&[view, mutator.as_view(), mode.as_view()])
         } else {
             f.call(&[view, mutator.as_view()])
-        };
+        });
         if let Err(e) = &r {
             update_visit_error_context(e, &view);
         }
