@@ -13,11 +13,10 @@
 # .cache/upstream-cpp/<hash of sources, headers, compiler, flags>, one object per test file, so
 # a second run compiles nothing (the first takes ~10 minutes on 2 cores).
 #
-# The extra tests call 14 C++-mangled functions of the official library (json::Parse,
-# ToJSONGraph, StructuralEqual::Equal, ReprPrint, ...). anyffi exports the C ABI only, so
-# cxx_api_shim.cc (ours) defines them on top of the global functions of the same names and is
-# LD_PRELOADed. On the official library the suite runs twice, without and with the shim; both
-# must pass, which shows the shim forwards faithfully. On any other library it runs with the shim.
+# The extra tests call 14 C++-mangled functions of the library (json::Parse, ToJSONGraph,
+# StructuralEqual::Equal, ReprPrint, ...); anyffi exports them under the same names. Before the
+# run, every symbol the binary takes from libtvm_ffi.so must be defined by LIBDIR's library
+# (else the list of missing ones, instead of a "symbol lookup error" in the middle of the run).
 #
 # Needs g++ and GoogleTest (Debian: libgtest-dev; installed here when running as root).
 set -euo pipefail
@@ -92,17 +91,11 @@ if [[ ! -x "$bin" ]]; then
     -Wl,--as-needed -L"$gtest_lib" -lgtest_main -lgtest -pthread
   mv "$bin.tmp" "$bin"
 fi
-shim_src="$root/tests/upstream_cpp/cxx_api_shim.cc"
-shim="$build/cxx_api_shim-$(sha256sum "$shim_src" | cut -c1-16).so"
-if [[ ! -f "$shim" ]]; then
-  "$cxx" "${flags[@]}" -Wall -shared -fPIC "$shim_src" -L"$official_lib" -ltvm_ffi -ldl -o "$shim.tmp"
-  mv "$shim.tmp" "$shim"
-fi
 
 # --- exclusions -----------------------------------------------------------------------------
 # Official tests that cannot pass on anyffi for a reason outside our control, one gtest pattern
 # per line with its reason above it. They still run (and must pass) on the official library.
-# Currently none: every official test passes on anyffi (with the shim above).
+# Currently none: every official test passes on anyffi.
 excluded=(
 )
 
@@ -119,10 +112,16 @@ export LD_LIBRARY_PATH="$libdir:$official_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 loaded="$(ldd "$bin" | awk '$1 == "libtvm_ffi.so" { print $3 }')"
 [[ "$(readlink -f "$loaded")" == "$(readlink -f "$libdir/libtvm_ffi.so")" ]] ||
   { echo "run.sh: the test binary would load $loaded, not $libdir/libtvm_ffi.so" >&2; exit 2; }
-cd "$build"
-if [[ "$libdir" == "$official_lib" ]]; then
-  echo "run.sh: $bin on the OFFICIAL $libdir/libtvm_ffi.so (its own C++ exports)" >&2
-  "$bin" --gtest_filter="$filter" "$@"
+# Every symbol the binary takes from libtvm_ffi.so (per the official library's exports) must be
+# defined by the library under test.
+needed="$(comm -12 <(nm -D --undefined-only "$bin" | awk '{print $2}' | sed 's/@.*//' | sort -u) \
+  <(nm -D --defined-only "$official_lib/libtvm_ffi.so" | awk '{print $3}' | sed 's/@.*//' | sort -u))"
+missing="$(comm -23 <(echo "$needed") <(nm -D --defined-only "$libdir/libtvm_ffi.so" | awk '{print $3}' | sed 's/@.*//' | sort -u))"
+if [[ -n "$missing" ]]; then
+  echo "run.sh: $libdir/libtvm_ffi.so lacks symbols the official tests use:" >&2
+  echo "$missing" | c++filt | sed 's/^/  /' >&2
+  exit 1
 fi
-echo "run.sh: $bin on $libdir/libtvm_ffi.so, C++ API through $(basename "$shim")" >&2
-LD_PRELOAD="$shim${LD_PRELOAD:+:$LD_PRELOAD}" "$bin" --gtest_filter="$filter" "$@"
+echo "run.sh: $bin on $libdir/libtvm_ffi.so" >&2
+cd "$build"
+exec "$bin" --gtest_filter="$filter" "$@"
