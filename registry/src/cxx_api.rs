@@ -368,17 +368,16 @@ unsafe fn module_of<'a>(this: *const c_void, what: &str) -> Result<&'a ModuleObj
     })
 }
 
-/// A borrowed `&str` of a `const String&`.
+/// The text of a `const String&` (copied: a short string's bytes live in the cell itself).
 ///
 /// # Safety
 /// `p` must point at a live String cell.
-unsafe fn string_ref<'a>(p: *const TVMFFIAny, what: &str) -> Result<&'a str> {
+unsafe fn string_ref(p: *const TVMFFIAny, what: &str) -> Result<String> {
     // SAFETY: per the caller.
-    let v: AnyView<'a> = unsafe { any_ref(p) };
-    // SAFETY: the string content lives as long as the caller's String.
-    let s: Option<&str> =
-        unsafe { std::mem::transmute::<Option<&str>, Option<&'a str>>(v.as_str()) };
-    s.ok_or_else(|| Error::type_error(format!("{what}: expected a String argument")))
+    let v = unsafe { any_ref(p) };
+    v.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Error::type_error(format!("{what}: expected a String argument")))
 }
 
 fn optional_string(v: Option<String>) -> Any {
@@ -401,7 +400,7 @@ pub unsafe extern "C-unwind" fn cxx_module_get_function_q(
     // SAFETY: the C++ caller passes a module, a live String and a result slot.
     run_or_throw(|| unsafe {
         let m = module_of(this, WHAT)?;
-        let f = m.get_function(string_ref(name, WHAT)?, query_imports);
+        let f = m.get_function(&string_ref(name, WHAT)?, query_imports);
         ret.write(optional_function(f));
         Ok(ret)
     })
@@ -417,7 +416,7 @@ pub unsafe extern "C-unwind" fn cxx_module_implements_q(
     const WHAT: &str = "ModuleObj::ImplementsFunction";
     // SAFETY: as above.
     run_or_throw(|| unsafe {
-        Ok(module_of(this, WHAT)?.implements(string_ref(name, WHAT)?, query_imports))
+        Ok(module_of(this, WHAT)?.implements(&string_ref(name, WHAT)?, query_imports))
     })
 }
 
@@ -433,7 +432,7 @@ pub unsafe extern "C-unwind" fn cxx_module_doc_q(
     // SAFETY: as above.
     run_or_throw(|| unsafe {
         let m = module_of(this, WHAT)?;
-        let doc = m.function_doc(string_ref(name, WHAT)?, query_imports)?;
+        let doc = m.function_doc(&string_ref(name, WHAT)?, query_imports)?;
         Ok(put_any(ret, optional_string(doc)))
     })
 }
@@ -450,7 +449,7 @@ pub unsafe extern "C-unwind" fn cxx_module_metadata_q(
     // SAFETY: as above.
     run_or_throw(|| unsafe {
         let m = module_of(this, WHAT)?;
-        let meta = m.function_metadata(string_ref(name, WHAT)?, query_imports)?;
+        let meta = m.function_metadata(&string_ref(name, WHAT)?, query_imports)?;
         Ok(put_any(ret, optional_string(meta)))
     })
 }
@@ -507,7 +506,7 @@ unsafe extern "C-unwind" fn vt_get_function(
     const WHAT: &str = "ModuleObj::GetFunction";
     // SAFETY: as above.
     run_or_throw(|| unsafe {
-        let f = module_of(this, WHAT)?.get_function(string_ref(name, WHAT)?, false);
+        let f = module_of(this, WHAT)?.get_function(&string_ref(name, WHAT)?, false);
         ret.write(optional_function(f));
         Ok(ret)
     })
