@@ -464,7 +464,11 @@ pub unsafe extern "C-unwind" fn cxx_module_import(
     // SAFETY: the C++ caller passes a module and a live module reference.
     run_or_throw(|| unsafe {
         let m = module_of(this, WHAT)?;
-        let other = object_ref(other)
+        let other_handle = *other;
+        crate::module::from_cxx_handle(other_handle).ok_or_else(|| {
+            Error::type_error(format!("{WHAT}: expected a Module created by this library"))
+        })?;
+        let other = object_ref(&other_handle)
             .as_object_of::<ModuleObj>()
             .ok_or_else(|| Error::type_error(format!("{WHAT}: expected a Module")))?;
         m.import_module(&other)
