@@ -9,10 +9,18 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "ffi.Shape",
         "Shape(*dims): a new ffi.Shape of int dimensions.",
         |args| {
-            let mut dims = Vec::with_capacity(args.len());
+            // Up to 16 dimensions on the stack: the shape object is then the only allocation.
+            let mut small = [0i64; 16];
+            let mut large = Vec::new();
+            let dims: &mut [i64] = if args.len() <= small.len() {
+                &mut small[..args.len()]
+            } else {
+                large.resize(args.len(), 0);
+                &mut large
+            };
             for (i, a) in args.iter().enumerate() {
                 match a.type_index() {
-                    anyffi::abi::kTVMFFIInt => dims.push(a.as_i64().unwrap()),
+                    anyffi::abi::kTVMFFIInt => dims[i] = a.as_i64().unwrap(),
                     _ => {
                         return Err(Error::value_error(format!(
                             "ffi.Shape: argument #{i} must be an int, got {}",
@@ -21,7 +29,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                     }
                 }
             }
-            Ok(Any::from(Shape::new(&dims)))
+            Ok(Any::from(Shape::new(dims)))
         },
     );
     r.packed(
