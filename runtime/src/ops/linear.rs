@@ -296,7 +296,7 @@ unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *c
                         return;
                     }
                     if p.direct {
-                        sgemm_dot::sgemm_nt_dot(
+                        sgemm_dot::gemm_nt_dot::<f32>(
                             p.m, p.n, p.k, x, p.x_rs, w, p.w_rs, y, p.y_rs, beta,
                         );
                         return;

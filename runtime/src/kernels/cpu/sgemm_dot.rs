@@ -19,33 +19,13 @@ pub fn available() -> bool {
     cfg!(target_arch = "x86_64") && level() == Level::Avx2
 }
 
-/// `C[i, j] = sum_k A[i, k] B[j, k] + beta * C[i, j]` (C not read when `beta == 0`).
+/// `C[i, j] = sum_k A[i, k] B[j, k] + beta * C[i, j]` (C not read when `beta == 0`), with B in
+/// its own dtype (f16 widened in registers, bf16 read as pairs against a pair-ordered copy of
+/// A), so a half-precision W is never widened in memory.
 ///
 /// # Safety
 /// A has `m` rows of `k` floats at row stride `lda`, B `n` rows of `k` at `ldb`, C `m` rows
 /// of `n` at `ldc`; C overlaps neither input.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_nt_dot(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    lda: isize,
-    b: *const f32,
-    ldb: isize,
-    c: *mut f32,
-    ldc: isize,
-    beta: f32,
-) {
-    // SAFETY: forwarded.
-    unsafe { gemm_nt_dot::<f32>(m, n, k, a, lda, b, ldb, c, ldc, beta) }
-}
-
-/// As `sgemm_nt_dot` with B in its own dtype (f16 widened in registers, bf16 read as pairs
-/// against a pair-ordered copy of A), so a half-precision W is never widened in memory.
-///
-/// # Safety
-/// As `sgemm_nt_dot`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm_nt_dot<T: Elem>(
     m: usize,
@@ -217,7 +197,7 @@ mod tests {
                     let mut c = c0.clone();
                     // SAFETY: buffers sized for the shapes and strides.
                     unsafe {
-                        sgemm_nt_dot(
+                        gemm_nt_dot::<f32>(
                             m,
                             n,
                             k,
