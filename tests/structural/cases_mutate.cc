@@ -181,35 +181,36 @@ CASE("mutate.default_mutate") {
   return Call("ffi.StructuralMutate", Node("a", {1, Node("b", {2})}),
               Array<Any>({Array<Any>({node_ti, on_node, false}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
 });
+// StructuralMutate of a shared container whose only Array child is lent to the callback: logs
+// each Array's use count and in-place mode, increments the ints; returns (log, result). The
+// container is passed as it is held (no Any of it, which would add a reference to the root).
+template <typename Container>
+static Array<Any> MutateLoggingArrayUse(const Container& outer) {
+  List<Any> log;
+  Function on_array = Function::FromTyped([plog = &log](AnyView a, ObjectRef m, int mode) -> Any {
+    plog->push_back(Array<Any>({a.as<Object>()->use_count(), mode}));
+    return Call("ffi.StructuralMutatorDefaultMutate", m, a);
+  });
+  Function on_int = Function::FromTyped([](int64_t v, ObjectRef m) -> Any { return v + 1; });
+  Any out = Call("ffi.StructuralMutate", outer,
+                 Array<Any>({Array<Any>({TypeIndex::kTVMFFIArray, on_array, true}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
+  return Array<Any>({log, out});
+}
 CASE("mutate.shared_parent_lends_unique_child") {
   // The only reference to the inner array is the slot of a shared outer array: copy-on-write
   // mutation lends it to the callback without a reference of its own, so the callback sees it
   // unique, with the mode that forbids in-place mutation (its parent is shared).
   Array<Any> outer({Array<Any>({1})});
   Array<Any> alias = outer;
-  List<Any> log;
-  Function on_array = Function::FromTyped([plog = &log](AnyView a, ObjectRef m, int mode) -> Any {
-    plog->push_back(Array<Any>({a.as<Object>()->use_count(), mode}));
-    return Call("ffi.StructuralMutatorDefaultMutate", m, a);
-  });
-  Function on_int = Function::FromTyped([](int64_t v, ObjectRef m) -> Any { return v + 1; });
-  Any out = Call("ffi.StructuralMutate", outer,
-                 Array<Any>({Array<Any>({TypeIndex::kTVMFFIArray, on_array, true}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
-  return Array<Any>({log, out, alias});
+  Array<Any> r = MutateLoggingArrayUse(outer);
+  return Array<Any>({r[0], r[1], alias});
 });
 CASE("mutate.shared_map_lends_unique_value") {
   // The same for a shared Map's value.
   Map<Any, Any> outer({{String("k"), Array<Any>({1})}});
   Map<Any, Any> alias = outer;
-  List<Any> log;
-  Function on_array = Function::FromTyped([plog = &log](AnyView a, ObjectRef m, int mode) -> Any {
-    plog->push_back(Array<Any>({a.as<Object>()->use_count(), mode}));
-    return Call("ffi.StructuralMutatorDefaultMutate", m, a);
-  });
-  Function on_int = Function::FromTyped([](int64_t v, ObjectRef m) -> Any { return v + 1; });
-  Any out = Call("ffi.StructuralMutate", outer,
-                 Array<Any>({Array<Any>({TypeIndex::kTVMFFIArray, on_array, true}), Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
-  return Array<Any>({log, out, alias});
+  Array<Any> r = MutateLoggingArrayUse(outer);
+  return Array<Any>({r[0], r[1], alias});
 });
 CASE("mutate.inplace_modes") {
   List<Any> log;
