@@ -30,38 +30,15 @@ shift
 [[ -d "$wheel_pkg" ]] || "$root/scripts/fetch-official.sh" >/dev/null
 sdist="$("$root/scripts/fetch-official-sdist.sh")"
 
-# the wheel's core.so is built for CPython 3.11
-py=python3
-command -v python3.11 >/dev/null && py=python3.11
-if ! "$venv/bin/python" -c "import numpy, pytest, xdist, typing_extensions, ml_dtypes, ninja" 2>/dev/null; then
-  "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' ||
-    { echo "run.sh: needs Python 3.11 (the wheel is cp311); $py is $("$py" --version)" >&2; exit 2; }
-  echo "run.sh: creating $venv"
-  "$py" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check numpy pytest pytest-xdist typing_extensions ml_dtypes ninja
-fi
-if "$venv/bin/python" -c "import importlib.metadata as m; m.distribution('apache-tvm-ffi')" 2>/dev/null; then
-  echo "run.sh: apache-tvm-ffi is installed in $venv; its RECORD would pick the library. Remove it." >&2
-  exit 2
-fi
+# shellcheck source=../python_official/package.sh
+source "$root/tests/python_official/package.sh"
+ensure_venv "$venv" "numpy, pytest, xdist, typing_extensions, ml_dtypes, ninja" \
+  numpy pytest pytest-xdist typing_extensions ml_dtypes ninja
 
-official_lib="$(cd "$wheel_pkg/lib" && pwd)"
-if [[ "$libdir" == "$official_lib" ]]; then
-  name=official
-else
-  name="$(echo "${libdir#"$root"/}" | tr -c 'A-Za-z0-9_.\n-' '_')"
-fi
+name="$(library_name "$root" "$wheel_pkg" "$libdir")"
 work="$root/.cache/upstream-python/$name"
 rm -rf "$work"
-mkdir -p "$work/pkg"
-cp -a "$wheel_pkg" "$work/pkg/tvm_ffi"
-if [[ "$name" == official ]]; then
-  expected="$work/pkg/tvm_ffi/lib/libtvm_ffi.so"
-else
-  mkdir -p "$work/pkg/tvm_ffi/build/lib"
-  cp "$libdir/libtvm_ffi.so" "$work/pkg/tvm_ffi/build/lib/libtvm_ffi.so"
-  expected="$work/pkg/tvm_ffi/build/lib/libtvm_ffi.so"
-fi
+expected="$(stage_package "$wheel_pkg" "$libdir" "$name" "$work/pkg")"
 cp -a "$sdist/tests/python" "$work/tests"
 cp "$here/conftest.py" "$work/tests/conftest.py"
 : >"$work/pytest.ini"
