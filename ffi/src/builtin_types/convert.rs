@@ -21,8 +21,9 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::list::{List, ListObj};
 use crate::map::{Dict, DictObj, Map, MapObj};
+use crate::reflection::object_arg;
 use crate::shape::Shape;
-use crate::type_table::{is_instance_of, type_key_of, TypeSink};
+use crate::type_table::{type_key_of, TypeSink};
 
 /// The TypeError of a failed conversion; the source is named by the view's type index as the
 /// official library does (so a short string reads `ffi.SmallStr`).
@@ -35,13 +36,11 @@ fn cast_error(v: &AnyView<'_>, target: &str) -> Error {
     Error::type_error(format!("Cannot cast from `{source}` to `{target}`"))
 }
 
-/// The value itself when it is None (and `nullable`) or an instance of `ti`.
+/// The value itself when it is None (and `nullable`) or an instance of `ti` (the check of the
+/// reflection setters).
 fn instance(v: &AnyView<'_>, ti: i32, nullable: bool) -> Option<Any> {
-    if v.is_none() {
-        return nullable.then(Any::default);
-    }
-    let o = v.as_object()?;
-    (ti == kTVMFFIObject || is_instance_of(o.type_index(), ti)).then(|| Any::from(o))
+    let obj = object_arg(v, ti, nullable).ok()?;
+    Some(obj.map_or_else(Any::default, Any::from))
 }
 
 fn sequence_items(v: &AnyView<'_>) -> Option<Vec<Any>> {

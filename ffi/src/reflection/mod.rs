@@ -13,6 +13,7 @@ mod def;
 mod init;
 mod pyclass;
 
+pub(crate) use accessor::object_arg;
 pub use accessor::{getter_for_static_type, write_field_value, Accessor};
 pub use def::{creator, new_function, schema_metadata, DefaultObject, FieldDef, TypeDef};
 pub use init::{create_empty_object, make_init, make_object_from_packed_args};
