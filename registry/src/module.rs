@@ -209,7 +209,7 @@ fn call_string_symbol(sym: *mut c_void, what: &str) -> Result<String> {
 impl ModuleObj {
     /// The kind (`library`).
     pub fn kind(&self) -> &'static str {
-        "library"
+        self.kind_cstr().to_str().unwrap_or_default()
     }
 
     /// The kind, NUL-terminated (C++ `ModuleObj::kind()`).
