@@ -46,7 +46,7 @@ class Frame:
     2+2j, 3+2j) and ``cap`` 16-byte scratch cells (argument j's at 2+2cap+2j: byte-array structs
     for ``bytes`` views), with views over it by cell, and the keep-alive lists."""
 
-    __slots__ = ("buf", "mem", "addr", "cap", "Q", "q", "D", "I", "ri", "rb", "ab", "keep", "owned", "hot")
+    __slots__ = ("buf", "mem", "addr", "cap", "Q", "q", "D", "I", "ri", "rb", "ab", "keep", "owned", "hot", "hot0")
 
     def __init__(self, cap: int):
         self.buf = bytearray(16 * (1 + 2 * cap))
@@ -62,6 +62,7 @@ class Frame:
         self.owned: list = []
         # what the call path reads, in one tuple (one attribute load and an unpack per call)
         self.hot = (self.Q, self.q, self.D, self.I, self.ab, self.rb, self.keep, self.owned)
+        self.hot0 = (self.ab, self.rb, self.I)  # what a call without arguments reads
 
     def cell_addr(self, k: int) -> int:
         """The address of cell ``k``."""

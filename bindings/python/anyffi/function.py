@@ -92,59 +92,73 @@ class Function(Object):
             fr = _pop()
         except IndexError:
             fr = _new_frame()
+        if not args:
+            # Nothing to release, so no try/finally: a frame lost to an exception raised before
+            # it goes back is only garbage (the pool makes another when it runs out).
+            ab, rb, I = fr.hot0
+            rc = self._call(self._hb, ab, 0, rb)
+            if rc:
+                _push(fr)
+                raise_from_raised(rc)
+            if I[0] == 0:
+                _push(fr)
+                return None
+            try:
+                return _from_result(fr)
+            finally:
+                _push(fr)
         Q, q, D, I, ab, rb, keep, owned = fr.hot
         n = len(args)
         cap = None  # the DLPack capsule of the (first) numpy argument, alive until we return
         try:
-            if n:
-                if n > _CAP:
-                    return _call_many(self, args)
-                k = 2
-                for a in args:
-                    t = type(a)
-                    if t is int:
-                        Q[k] = 1
-                        try:
-                            q[k + 1] = a
-                        except ValueError:
-                            _conv_big_int(a, k, fr)
-                    elif t is float:
-                        Q[k] = 3
-                        D[k + 1] = a
-                    elif t is str:
-                        cells = _STR_CELLS.get(a)
-                        if cells is None:
-                            _conv_str(a, k, fr)
-                        else:
-                            Q[k], Q[k + 1] = cells
-                    elif t is _ndarray:
-                        # numpy's __dlpack__() is a legacy DLManagedTensor capsule (the DLTensor
-                        # is its first field); read-only arrays raise BufferError -> slow path
-                        try:
-                            capsule = a.__dlpack__()
-                        except BufferError:
-                            _CONV[t](a, k, fr)
-                        else:
-                            Q[k] = 7
-                            Q[k + 1] = _MQ[(id(capsule) >> 3) + 1]  # PyCapsule.pointer at +16
-                            if cap is None:
-                                cap = capsule
-                            else:
-                                keep.append(capsule)
+            if n > _CAP:
+                return _call_many(self, args)
+            k = 2
+            for a in args:
+                t = type(a)
+                if t is int:
+                    Q[k] = 1
+                    try:
+                        q[k + 1] = a
+                    except ValueError:
+                        _conv_big_int(a, k, fr)
+                elif t is float:
+                    Q[k] = 3
+                    D[k + 1] = a
+                elif t is str:
+                    cells = _STR_CELLS.get(a)
+                    if cells is None:
+                        _conv_str(a, k, fr)
                     else:
-                        c = _CONV.get(t)
-                        if c is _conv_object:
-                            h = a._h
-                            if h:
-                                Q[k] = _MI[h >> 2]  # the object's type index (header+8)
-                                Q[k + 1] = h
-                            else:
-                                a._conv_without_handle(k, fr)
-                        elif c is None:
-                            _convert_slow(a, k, fr)
+                        Q[k], Q[k + 1] = cells
+                elif t is _ndarray:
+                    # numpy's __dlpack__() is a legacy DLManagedTensor capsule (the DLTensor
+                    # is its first field); read-only arrays raise BufferError -> slow path
+                    try:
+                        capsule = a.__dlpack__()
+                    except BufferError:
+                        _CONV[t](a, k, fr)
+                    else:
+                        Q[k] = 7
+                        Q[k + 1] = _MQ[(id(capsule) >> 3) + 1]  # PyCapsule.pointer at +16
+                        if cap is None:
+                            cap = capsule
                         else:
-                            c(a, k, fr)
-                    k += 2
+                            keep.append(capsule)
+                else:
+                    c = _CONV.get(t)
+                    if c is _conv_object:
+                        h = a._h
+                        if h:
+                            Q[k] = _MI[h >> 2]  # the object's type index (header+8)
+                            Q[k + 1] = h
+                        else:
+                            a._conv_without_handle(k, fr)
+                    elif c is None:
+                        _convert_slow(a, k, fr)
+                    else:
+                        c(a, k, fr)
+                k += 2
             rc = self._call(self._hb, ab, n, rb)
             if rc:
                 raise_from_raised(rc)

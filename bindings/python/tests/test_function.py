@@ -83,6 +83,28 @@ def test_function_wraps_python_callable():
     assert g.same_as(f)
 
 
+def test_calls_without_arguments_return_every_kind_and_reuse_frames():
+    # Calls with no arguments take their own path in Function.__call__ (no try/finally); every
+    # result kind must still decode, and frames must go back to the pool on success and failure.
+    from anyffi import _marshal
+
+    for v in [None, 7, -(2**80), 1.25, True, "x", "a longer result string", b"long bytes result"]:
+        assert anyffi.Function(lambda v=v: v)() == v
+    arr = anyffi.Function(lambda: anyffi.Array([1, 2]))()
+    assert isinstance(arr, anyffi.Array) and list(arr) == [1, 2]
+
+    def boom():
+        raise KeyError("missing")
+
+    f = anyffi.Function(boom)
+    pooled = len(_marshal.POOL)
+    for _ in range(50):
+        with pytest.raises(KeyError, match="missing"):
+            f()
+    assert len(_marshal.POOL) == pooled
+    assert anyffi.Function(lambda: None)() is None and len(_marshal.POOL) == pooled
+
+
 def test_callback_receives_every_kind(t):
     got = []
     f = anyffi.Function(lambda *a: got.extend(a))
