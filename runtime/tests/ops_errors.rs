@@ -45,6 +45,70 @@ fn linear_weight_shape_message() {
     );
 }
 
+/// Dtypes no op computes in are named as users write them (float64, uint8, float32x2), and
+/// the plan cache keeps int8 and uint8 apart.
+#[test]
+fn unsupported_dtypes_are_named() {
+    use tvm_ffi::anyffi::abi::{kDLFloat, kDLInt, kDLUInt, DLDataType};
+    let c = HostTensor::new(&[2, 3], Dt::F32);
+    let a = HostTensor::new(&[2, 3], Dt::F32);
+    let mut b = HostTensor::new(&[2, 3], Dt::I64);
+    for (dt, name) in [
+        (
+            DLDataType {
+                code: kDLFloat,
+                bits: 64,
+                lanes: 1,
+            },
+            "got float64",
+        ),
+        (
+            DLDataType {
+                code: kDLFloat,
+                bits: 32,
+                lanes: 2,
+            },
+            "got float32x2",
+        ),
+        (
+            DLDataType {
+                code: kDLUInt,
+                bits: 64,
+                lanes: 1,
+            },
+            "got uint64",
+        ),
+    ] {
+        b.dl.dtype = dt;
+        expect_err(
+            call("ops.add", &[c.view(), a.view(), b.view()]),
+            "TypeError",
+            &["ops.add", "`b`", "float32", name],
+        );
+    }
+    // linear plans through the cache: an int8 call must not find a uint8 plan, or the reverse
+    let (mut x, mut w, mut y) = (
+        HostTensor::new(&[2, 4], Dt::I32),
+        HostTensor::new(&[3, 4], Dt::I32),
+        HostTensor::new(&[2, 3], Dt::I32),
+    );
+    for code in [kDLUInt, kDLInt, kDLUInt] {
+        for t in [&mut x, &mut w, &mut y] {
+            t.dl.dtype = DLDataType {
+                code,
+                bits: 8,
+                lanes: 1,
+            };
+        }
+        let name = if code == kDLInt { "int8" } else { "uint8" };
+        expect_err(
+            call("ops.linear", &[y.view(), x.view(), w.view(), AnyView::NONE]),
+            "TypeError",
+            &["ops.linear", name],
+        );
+    }
+}
+
 #[test]
 fn shape_dtype_rank_errors() {
     let a = HostTensor::new(&[2, 3], Dt::F32);

@@ -81,8 +81,9 @@ pub(crate) enum DType {
     BF16,
     I64,
     I32,
-    /// Anything else (only `rearrange` and `embedding` move such elements, by size).
-    Other(u8, u8),
+    /// Anything else, as (code, bits, lanes) (only `rearrange` and `embedding` move such
+    /// elements, by size).
+    Other(u8, u8, u16),
 }
 
 impl DType {
@@ -93,7 +94,7 @@ impl DType {
             (c, 16, 1) if c == kDLBfloat => DType::BF16,
             (c, 64, 1) if c == kDLInt => DType::I64,
             (c, 32, 1) if c == kDLInt => DType::I32,
-            (c, b, _) => DType::Other(c, b),
+            (c, b, l) => DType::Other(c, b, l),
         }
     }
 
@@ -104,7 +105,9 @@ impl DType {
             DType::BF16 => "bfloat16".into(),
             DType::I64 => "int64".into(),
             DType::I32 => "int32".into(),
-            DType::Other(c, b) => format!("dtype(code={c}, bits={b})"),
+            DType::Other(code, bits, lanes) => {
+                crate::args::dtype_name(DLDataType { code, bits, lanes })
+            }
         }
     }
 

@@ -67,9 +67,12 @@ impl Key {
             super::DType::BF16 => 3,
             super::DType::I64 => 4,
             super::DType::I32 => 5,
-            super::DType::Other(c, b) => 0x100 | (c as i64) << 8 | b as i64,
+            super::DType::Other(..) => 6,
         };
         self.push(code | (t.ndim() as i64) << 32);
+        if let super::DType::Other(c, b, l) = t.dtype {
+            self.push((l as i64) << 16 | (c as i64) << 8 | b as i64);
+        }
         self.push((t.device.0 as i64) << 32 | t.device.1 as i64);
         for &n in t.shape {
             self.push(n);
