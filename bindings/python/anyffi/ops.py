@@ -16,7 +16,7 @@ from . import runtime
 from .device import Device, cpu
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor, from_dlpack
+from .tensor import Tensor, check_writable, from_dlpack
 
 api = GlobalFunctions("ops")
 
@@ -32,8 +32,11 @@ def _meta(x: Any) -> tuple[tuple[int, ...], dtype, Device, Any]:
     return t.shape, t.dtype, t.device, t
 
 
-def _out(out: Optional[Any], shape, dt, dev) -> Any:
-    return runtime.empty(shape, dt, dev) if out is None else out
+def _out(op: str, out: Optional[Any], shape, dt, dev) -> Any:
+    if out is None:
+        return runtime.empty(shape, dt, dev)
+    check_writable(f"anyffi.ops.{op}", "out", out)
+    return out
 
 
 def _op(name: str):
@@ -43,7 +46,7 @@ def _op(name: str):
 def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
     """``a + b`` element-wise (same shape and dtype)."""
     shape, dt, dev, a = _meta(a)
-    out = _out(out, shape, dt, dev)
+    out = _out("add", out, shape, dt, dev)
     _op("add")(out, a, b)
     return out
 
@@ -51,7 +54,12 @@ def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
 def argmax(vals: Any, out: Optional[tuple[Any, Any]] = None) -> tuple[Any, Any]:
     """``(max_idx, max_val)`` of a 1-D tensor: int64 ``[1]`` and ``[1]`` of its dtype."""
     _, dt, dev, vals = _meta(vals)
-    max_idx, max_val = out if out is not None else (runtime.empty((1,), "int64", dev), runtime.empty((1,), dt, dev))
+    if out is None:
+        max_idx, max_val = runtime.empty((1,), "int64", dev), runtime.empty((1,), dt, dev)
+    else:
+        max_idx, max_val = out
+        check_writable("anyffi.ops.argmax", "out[0]", max_idx)
+        check_writable("anyffi.ops.argmax", "out[1]", max_val)
     _op("argmax")(max_idx, max_val, vals)
     return max_idx, max_val
 
@@ -60,7 +68,7 @@ def embedding(index: Any, weight: Any, out: Optional[Any] = None) -> Any:
     """Rows of ``weight`` [V, d] picked by ``index`` (int64 [n]) -> [n, d]."""
     ishape, _, _, index = _meta(index)
     wshape, dt, dev, weight = _meta(weight)
-    out = _out(out, (ishape[0], wshape[1]), dt, dev)
+    out = _out("embedding", out, (ishape[0], wshape[1]), dt, dev)
     _op("embedding")(out, index, weight)
     return out
 
@@ -69,7 +77,7 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
     """``x @ weight.T + bias``: x [m, k], weight [n, k], bias [n] or None -> [m, n]."""
     xshape, dt, dev, x = _meta(x)
     wshape, _, _, weight = _meta(weight)
-    out = _out(out, (xshape[0], wshape[0]), dt, dev)
+    out = _out("linear", out, (xshape[0], wshape[0]), dt, dev)
     _op("linear")(out, x, weight, bias)
     return out
 
@@ -77,7 +85,7 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
 def rearrange(x: Any, out: Optional[Any] = None) -> Any:
     """A contiguous copy of ``x`` (or a strided copy into ``out``)."""
     shape, dt, dev, x = _meta(x)
-    out = _out(out, shape, dt, dev)
+    out = _out("rearrange", out, shape, dt, dev)
     _op("rearrange")(out, x)
     return out
 
@@ -85,7 +93,7 @@ def rearrange(x: Any, out: Optional[Any] = None) -> Any:
 def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) -> Any:
     """Row-wise RMS normalisation over the last dimension, scaled by ``weight``."""
     shape, dt, dev, x = _meta(x)
-    out = _out(out, shape, dt, dev)
+    out = _out("rms_norm", out, shape, dt, dev)
     _op("rms_norm")(out, x, weight, float(eps))
     return out
 
@@ -93,7 +101,7 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) 
 def rope(x: Any, pos_ids: Any, theta: float = 10000.0, out: Optional[Any] = None) -> Any:
     """Rotary position embedding of ``x`` [seq, nhead, d] at positions ``pos_ids`` (int64 [seq])."""
     shape, dt, dev, x = _meta(x)
-    out = _out(out, shape, dt, dev)
+    out = _out("rope", out, shape, dt, dev)
     _op("rope")(out, x, pos_ids, float(theta))
     return out
 
@@ -105,7 +113,7 @@ def self_attention(q: Any, k: Any, v: Any, scale: Optional[float] = None, out: O
     vshape, _, _, v = _meta(v)
     if scale is None:
         scale = 1.0 / math.sqrt(qshape[-1])
-    out = _out(out, (qshape[0], qshape[1], vshape[-1]), dt, dev)
+    out = _out("self_attention", out, (qshape[0], qshape[1], vshape[-1]), dt, dev)
     _op("self_attention")(out, q, k, v, float(scale))
     return out
 
@@ -113,7 +121,7 @@ def self_attention(q: Any, k: Any, v: Any, scale: Optional[float] = None, out: O
 def swiglu(gate: Any, up: Any, out: Optional[Any] = None) -> Any:
     """``up * silu(gate)`` element-wise."""
     shape, dt, dev, gate = _meta(gate)
-    out = _out(out, shape, dt, dev)
+    out = _out("swiglu", out, shape, dt, dev)
     _op("swiglu")(out, gate, up)
     return out
 
@@ -122,6 +130,6 @@ def gemm(a: Any, b: Any, alpha: float = 1.0, beta: float = 0.0, out: Optional[An
     """``out = alpha * a @ b + beta * out``: a [..., m, k], b [..., k, n] -> [..., m, n]."""
     ashape, dt, dev, a = _meta(a)
     bshape, _, _, b = _meta(b)
-    out = _out(out, ashape[:-1] + (bshape[-1],), dt, dev)
+    out = _out("gemm", out, ashape[:-1] + (bshape[-1],), dt, dev)
     _op("gemm")(out, a, b, float(alpha), float(beta))
     return out

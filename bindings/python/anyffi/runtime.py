@@ -14,7 +14,7 @@ from .container import Shape
 from .device import Device, device
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor
+from .tensor import Tensor, check_writable
 
 api = GlobalFunctions("runtime")
 
@@ -122,4 +122,5 @@ def to_device(t: Any, d: DeviceLike) -> Tensor:
 
 def copy_(dst: Any, src: Any) -> None:
     """Copies ``src`` into ``dst`` (same shape and dtype), across devices when needed."""
+    check_writable("anyffi.runtime.copy_", "dst", dst)
     _call("copy_", dst, src)

@@ -57,6 +57,14 @@ def _capsule_pointer(cap: object) -> int:
     return Q[qi(id(cap) + _CAPSULE_POINTER)]
 
 
+def check_writable(func: str, name: str, x: Any) -> None:
+    """Raises ValueError when ``x`` is a read-only numpy array given as an output: a borrowed
+    DLTensor* view carries no read-only flag, so the library would write into it unchecked (a
+    broadcast, a read-only memory map)."""
+    if getattr(getattr(x, "flags", None), "writeable", True) is False:
+        raise ValueError(f"{func}: `{name}` is a read-only numpy array")
+
+
 # -- numpy / DLPack producers as DLTensor* views -----------------------------------------------
 
 _LEGACY_NAME_PTRS: set[int] = set()  # addresses of the static "dltensor" names producers use

@@ -89,6 +89,27 @@ def test_copy_():
     np.testing.assert_array_equal(dst.numpy(), np.arange(4))
 
 
+@needs_global("runtime.empty", "ops.add", "ops.argmax", "runtime.copy_")
+def test_read_only_numpy_outputs_are_refused():
+    # A DLTensor* view has no read-only flag: without the check the op would write through a
+    # broadcast view into the one element behind it.
+    a, b = rand(2, 3), rand(2, 3)
+    scalar = np.zeros((), np.float32)
+    ro = np.broadcast_to(scalar, (2, 3))
+    with pytest.raises(ValueError, match=r"anyffi\.ops\.add: `out` is a read-only numpy array"):
+        ops.add(a, b, out=ro)
+    frozen = np.zeros(1, np.int64)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"anyffi\.ops\.argmax: `out\[0\]`"):
+        ops.argmax(rand(5), out=(frozen, np.zeros(1, np.float32)))
+    with pytest.raises(ValueError, match=r"anyffi\.runtime\.copy_: `dst`"):
+        runtime.copy_(ro, a)
+    assert scalar == 0
+    # read-only inputs are fine
+    a.flags.writeable = False
+    np.testing.assert_allclose(ops.add(a, b).numpy(), a + b, rtol=1e-6)
+
+
 @needs_global("runtime.empty", "ops.add")
 def test_add():
     a, b = rand(2, 3), rand(2, 3)
