@@ -35,13 +35,13 @@ extern "C-unwind" {
     ) -> !;
     #[link_name = "_ZdlPv"]
     fn operator_delete(p: *mut c_void);
+    /// The entry of a pure virtual function: aborts with "pure virtual method called".
+    pub(crate) fn __cxa_pure_virtual();
 }
 
 extern "C" {
     #[link_name = "_ZTVN10__cxxabiv117__class_type_infoE"]
     static CLASS_TYPE_INFO_VTABLE: [*const c_void; 0];
-    #[link_name = "_ZTVN10__cxxabiv120__si_class_type_infoE"]
-    static SI_CLASS_TYPE_INFO_VTABLE: [*const c_void; 0];
     #[link_name = "_ZTVN10__cxxabiv121__vmi_class_type_infoE"]
     static VMI_CLASS_TYPE_INFO_VTABLE: [*const c_void; 0];
     #[link_name = "_ZTISt9exception"]
@@ -66,20 +66,22 @@ pub(crate) struct ClassTypeInfo {
     name: *const c_char,
 }
 
-/// `__cxxabiv1::__si_class_type_info`: one public non-virtual base at offset 0.
-#[repr(C)]
-pub(crate) struct SiClassTypeInfo {
-    vtable: *const c_void,
-    name: *const c_char,
-    base: *const c_void,
-}
-
 /// `__cxxabiv1::__base_class_type_info`.
 #[repr(C)]
 struct BaseClassTypeInfo {
     base: *const c_void,
     /// offset << 8 | flags (2: public).
     offset_flags: c_long,
+}
+
+/// `__cxxabiv1::__vmi_class_type_info` with one base.
+#[repr(C)]
+pub(crate) struct VmiClassTypeInfo1 {
+    vtable: *const c_void,
+    name: *const c_char,
+    flags: c_uint,
+    base_count: c_uint,
+    bases: [BaseClassTypeInfo; 1],
 }
 
 /// `__cxxabiv1::__vmi_class_type_info` with two bases.
@@ -125,11 +127,23 @@ static ERROR_TYPE_INFO: Static<VmiClassTypeInfo2> = Static(VmiClassTypeInfo2 {
     ],
 });
 
-/// `typeid(tvm::ffi::ModuleObj)` (base `Object` at offset 0 of the non-virtual part).
-pub(crate) static MODULE_TYPE_INFO: Static<SiClassTypeInfo> = Static(SiClassTypeInfo {
-    vtable: vtable_address_point(addr_of!(SI_CLASS_TYPE_INFO_VTABLE)),
-    name: c"N3tvm3ffi9ModuleObjE".as_ptr(),
-    base: addr_of!(OBJECT_TYPE_INFO) as *const c_void,
+/// The name of `typeid(tvm::ffi::ModuleObj)`, exported as the official library exports it.
+#[export_name = "_ZTSN3tvm3ffi9ModuleObjE"]
+pub static MODULE_TYPE_NAME: [u8; 21] = *b"N3tvm3ffi9ModuleObjE\0";
+
+/// `typeid(tvm::ffi::ModuleObj)`: the vptr comes first, so the non-dynamic base `Object` sits at
+/// offset 8 (what g++ emits for the official header). Exported: the type information of a C++
+/// subclass of `ModuleObj` names it as its base.
+#[export_name = "_ZTIN3tvm3ffi9ModuleObjE"]
+pub static MODULE_TYPE_INFO: Static<VmiClassTypeInfo1> = Static(VmiClassTypeInfo1 {
+    vtable: vtable_address_point(addr_of!(VMI_CLASS_TYPE_INFO_VTABLE)),
+    name: addr_of!(MODULE_TYPE_NAME) as *const c_char,
+    flags: 0,
+    base_count: 1,
+    bases: [BaseClassTypeInfo {
+        base: addr_of!(OBJECT_TYPE_INFO) as *const c_void,
+        offset_flags: (8 << 8) | PUBLIC_BASE,
+    }],
 });
 
 /// The C++ object `tvm::ffi::Error`: its vptr, then the `ObjectRef`'s pointer.

@@ -352,20 +352,16 @@ pub unsafe extern "C-unwind" fn cxx_module_visit_context_symbols(
     })
 }
 
-/// The module behind a C++ `ModuleObj* this` (the handle is 8 bytes past it); a module not
-/// made by this library is a TypeError.
+/// The module behind a C++ `ModuleObj* this` (the handle is 8 bytes past it): ours or one made
+/// by C++ code.
 ///
 /// # Safety
 /// `this` must be a `ModuleObj*` obtained from a live module handle.
 unsafe fn module_of<'a>(this: *const c_void, what: &str) -> Result<&'a ModuleObj> {
     let handle = (this as *const u8).wrapping_add(8) as *mut TVMFFIObject;
     // SAFETY: per the caller, the header of a live module follows the vptr.
-    unsafe { crate::module::from_cxx_handle(handle) }.ok_or_else(|| {
-        Error::type_error(format!(
-            "{what}: the module was not created by this library (C++ subclasses of ModuleObj \
-             are not supported)"
-        ))
-    })
+    unsafe { crate::module::from_cxx_handle(handle) }
+        .ok_or_else(|| Error::type_error(format!("{what}: `this` is not an ffi.Module")))
 }
 
 /// The text of a `const String&` (copied: a short string's bytes live in the cell itself).
@@ -400,7 +396,7 @@ pub unsafe extern "C-unwind" fn cxx_module_get_function_q(
     // SAFETY: the C++ caller passes a module, a live String and a result slot.
     run_or_throw(|| unsafe {
         let m = module_of(this, WHAT)?;
-        let f = m.get_function(&string_ref(name, WHAT)?, query_imports);
+        let f = m.get_function(&string_ref(name, WHAT)?, query_imports)?;
         ret.write(optional_function(f));
         Ok(ret)
     })
@@ -416,7 +412,7 @@ pub unsafe extern "C-unwind" fn cxx_module_implements_q(
     const WHAT: &str = "ModuleObj::ImplementsFunction";
     // SAFETY: as above.
     run_or_throw(|| unsafe {
-        Ok(module_of(this, WHAT)?.implements(&string_ref(name, WHAT)?, query_imports))
+        module_of(this, WHAT)?.implements(&string_ref(name, WHAT)?, query_imports)
     })
 }
 
@@ -454,7 +450,8 @@ pub unsafe extern "C-unwind" fn cxx_module_metadata_q(
     })
 }
 
-/// `virtual void ModuleObj::ImportModule(const Module& other)`.
+/// `virtual void ModuleObj::ImportModule(const Module& other)`: the base implementation (our
+/// modules' vtable entry, and what C++ subclasses that do not override it call).
 #[export_name = "_ZN3tvm3ffi9ModuleObj12ImportModuleERKNS0_6ModuleE"]
 pub unsafe extern "C-unwind" fn cxx_module_import(
     this: *const c_void,
@@ -464,23 +461,19 @@ pub unsafe extern "C-unwind" fn cxx_module_import(
     // SAFETY: the C++ caller passes a module and a live module reference.
     run_or_throw(|| unsafe {
         let m = module_of(this, WHAT)?;
-        let other_handle = *other;
-        crate::module::from_cxx_handle(other_handle).ok_or_else(|| {
-            Error::type_error(format!("{WHAT}: expected a Module created by this library"))
-        })?;
-        let other = object_ref(&other_handle)
+        let other = object_ref(other)
             .as_object_of::<ModuleObj>()
             .ok_or_else(|| Error::type_error(format!("{WHAT}: expected a Module")))?;
-        m.import_module(&other)
+        m.import_module_base(&other)
     })
 }
 
-/// `virtual void ModuleObj::ClearImports()`.
+/// `virtual void ModuleObj::ClearImports()`: the base implementation.
 #[export_name = "_ZN3tvm3ffi9ModuleObj12ClearImportsEv"]
 pub unsafe extern "C-unwind" fn cxx_module_clear_imports(this: *const c_void) {
     // SAFETY: the C++ caller passes a module.
     run_or_throw(|| unsafe {
-        module_of(this, "ModuleObj::ClearImports")?.clear_imports();
+        module_of(this, "ModuleObj::ClearImports")?.clear_imports_base();
         Ok(())
     })
 }
@@ -490,14 +483,17 @@ pub unsafe extern "C-unwind" fn cxx_module_clear_imports(this: *const c_void) {
 /// `virtual const char* kind() const`.
 unsafe extern "C-unwind" fn vt_kind(this: *const c_void) -> *const c_char {
     // SAFETY: called through the vtable of one of our modules.
-    run_or_throw(|| unsafe { Ok(module_of(this, "ModuleObj::kind")?.kind_cstr().as_ptr()) })
+    run_or_throw(|| unsafe {
+        module_of(this, "ModuleObj::kind")?;
+        Ok(crate::module::LIBRARY_KIND.as_ptr())
+    })
 }
 
 /// `virtual int GetPropertyMask() const`.
 unsafe extern "C-unwind" fn vt_property_mask(this: *const c_void) -> c_int {
     // SAFETY: as above.
     run_or_throw(|| unsafe {
-        Ok(module_of(this, "ModuleObj::GetPropertyMask")?.property_mask() as c_int)
+        Ok(module_of(this, "ModuleObj::GetPropertyMask")?.property_mask()? as c_int)
     })
 }
 
@@ -510,7 +506,7 @@ unsafe extern "C-unwind" fn vt_get_function(
     const WHAT: &str = "ModuleObj::GetFunction";
     // SAFETY: as above.
     run_or_throw(|| unsafe {
-        let f = module_of(this, WHAT)?.get_function(&string_ref(name, WHAT)?, false);
+        let f = module_of(this, WHAT)?.get_function(&string_ref(name, WHAT)?, false)?;
         ret.write(optional_function(f));
         Ok(ret)
     })
@@ -553,7 +549,7 @@ unsafe extern "C-unwind" fn vt_write_to_file(
         let m = module_of(this, "ModuleObj::WriteToFile")?;
         Err(Error::runtime_error(format!(
             "Module[{}] does not support WriteToFile",
-            m.kind()
+            m.kind()?
         )))
     })
 }
@@ -581,7 +577,7 @@ unsafe extern "C-unwind" fn vt_save_to_bytes(
         let m = module_of(this, "ModuleObj::SaveToBytes")?;
         Err(Error::runtime_error(format!(
             "Module[{}] does not support SaveToBytes",
-            m.kind()
+            m.kind()?
         )))
     })
 }
@@ -610,6 +606,57 @@ static MODULE_VTABLE: Static<[*const c_void; 14]> = Static([
     vt_implements as *const c_void,
     vt_doc as *const c_void,
     vt_metadata as *const c_void,
+    vt_write_to_file as *const c_void,
+    vt_write_formats as *const c_void,
+    vt_save_to_bytes as *const c_void,
+    vt_inspect_source as *const c_void,
+    cxx_module_import as *const c_void,
+    cxx_module_clear_imports as *const c_void,
+]);
+
+// --- the vtable of tvm::ffi::ModuleObj itself ------------------------------------------------
+
+/// `int ModuleObj::GetPropertyMask() const` of the base class: no property.
+unsafe extern "C-unwind" fn base_property_mask(_this: *const c_void) -> c_int {
+    0
+}
+
+/// `bool ModuleObj::ImplementsFunction(const String&)` of the base class: whether the (virtual)
+/// `GetFunction` finds it.
+unsafe extern "C-unwind" fn base_implements(this: *const c_void, name: *const TVMFFIAny) -> bool {
+    const WHAT: &str = "ModuleObj::ImplementsFunction";
+    // SAFETY: the C++ caller passes a module and a live String.
+    run_or_throw(|| unsafe {
+        Ok(module_of(this, WHAT)?
+            .own_function(&string_ref(name, WHAT)?)?
+            .is_some())
+    })
+}
+
+/// `Optional<String> GetFunctionDoc/GetFunctionMetadata(const String&)` of the base class: none.
+unsafe extern "C-unwind" fn base_no_string(
+    ret: *mut TVMFFIAny,
+    _this: *const c_void,
+    _name: *const TVMFFIAny,
+) -> *mut TVMFFIAny {
+    // SAFETY: the C++ caller passes a result slot.
+    unsafe { put_any(ret, Any::none()) }
+}
+
+/// `vtable for tvm::ffi::ModuleObj`, exported: the constructor and destructor of a C++ subclass
+/// install it while the `ModuleObj` part is built or torn down, and a subclass's type
+/// information refers to `MODULE_TYPE_INFO`. The pure virtual functions (`kind`,
+/// `GetFunction`) are `__cxa_pure_virtual`; the others behave as the header's definitions.
+#[export_name = "_ZTVN3tvm3ffi9ModuleObjE"]
+pub static MODULE_BASE_VTABLE: Static<[*const c_void; 14]> = Static([
+    std::ptr::null::<c_void>(),
+    addr_of!(MODULE_TYPE_INFO) as *const c_void,
+    crate::cxx_abi::__cxa_pure_virtual as *const c_void,
+    base_property_mask as *const c_void,
+    crate::cxx_abi::__cxa_pure_virtual as *const c_void,
+    base_implements as *const c_void,
+    base_no_string as *const c_void,
+    base_no_string as *const c_void,
     vt_write_to_file as *const c_void,
     vt_write_formats as *const c_void,
     vt_save_to_bytes as *const c_void,

@@ -12,6 +12,7 @@ pub mod builtins;
 pub mod capi;
 mod cxx_abi;
 mod cxx_api;
+mod cxx_module;
 pub mod env;
 pub mod global;
 pub mod module;

@@ -16,6 +16,8 @@ use anyffi::array::Array;
 use anyffi::{Any, Error, Function, ObjectRef, ObjectType, Result};
 use parking_lot::Mutex;
 
+use crate::cxx_module;
+
 /// Property bits of a module (`Module::kBinarySerializable`, `kRunnable`, `kCompilationExportable`).
 pub const PROPERTY_BINARY_SERIALIZABLE: i64 = 0b001;
 pub const PROPERTY_RUNNABLE: i64 = 0b010;
@@ -74,13 +76,23 @@ impl Library {
 // functions, types or deleters whose code lives in it, and those outlive any module object
 // (the official library keeps such modules alive for the process for the same reason).
 
-/// Payload of `ffi.Module`: `imports_` (an `ffi.Array` of modules) at offset 24, as the official
-/// layout registers it, then private state.
+/// `ffi.Module` as C++ lays out `tvm::ffi::ModuleObj` after its vptr (which sits at header - 8):
+/// the header, `imports_` (an `ffi.Array` of modules) at offset 24, the import lookup cache at
+/// 32. Modules made here and modules made by C++ code (subclasses of `ModuleObj` built on the
+/// official headers, see `cxx_module.rs`) share this part; ours keep their library and locks
+/// after it, in the same allocation (`ModuleBlock`).
 #[repr(C)]
 pub struct ModuleObj {
     pub header: TVMFFIObject,
-    /// `ffi.Array` of imported modules; replaced (never mutated in place) under `imports_lock`.
+    /// `ffi.Array` of imported modules, replaced (never mutated in place) by us; in our modules
+    /// only under `LibState::imports_lock`.
     imports: UnsafeCell<Array>,
+    /// C++ `import_lookup_cache_` (a `Map`); NULL in our modules, never touched in C++ ones.
+    cxx_lookup_cache: *mut c_void,
+}
+
+/// What our modules keep past the C++ layout.
+struct LibState {
     imports_lock: Mutex<()>,
     lib: Library,
     /// Lookups through `TVMFFIEnvModLookupFromImports`, kept alive here (results are borrowed).
@@ -103,9 +115,8 @@ unsafe impl Sync for ModuleObj {}
 /// Owning handle to a module.
 pub type Module = ObjectRef<ModuleObj>;
 
-/// Registers the reflection of `ffi.Module` as the official library does: `total_size` 48 (its
-/// C++ object; ours keeps private state after the registered part), no creator, the read-only
-/// field `imports_`, and finality.
+/// Registers the reflection of `ffi.Module` as the official library does: `total_size` 48 (the
+/// C++ object, vptr included), no creator, the read-only field `imports_`, and finality.
 pub(crate) fn register_reflection() -> Result<()> {
     use anyffi::abi::{kTVMFFIArray, kTVMFFISEqHashKindUnsupported};
     use anyffi::reflection::{Accessor, FieldDef, TypeDef};
@@ -127,27 +138,30 @@ pub(crate) fn register_reflection() -> Result<()> {
 
 /// A module's allocation: the C++ vptr, then the object (spec §3.3: the vptr sits at
 /// header - 8, so C++ code compiled against the official headers can call the module's virtual
-/// functions; see `cxx_api.rs`).
+/// functions; see `cxx_api.rs`), then our state.
 #[repr(C)]
 struct ModuleBlock {
     vptr: *const c_void,
     module: ModuleObj,
+    state: LibState,
 }
 
 /// The deleter of modules: drops the module and frees its block (vptr included).
 unsafe extern "C" fn delete_module(obj: *mut c_void, flags: i32) {
     use anyffi::abi::{kTVMFFIObjectDeleterFlagBitMaskStrong, kTVMFFIObjectDeleterFlagBitMaskWeak};
+    let block = (obj as *mut u8).wrapping_sub(std::mem::offset_of!(ModuleBlock, module))
+        as *mut ModuleBlock;
     if flags & kTVMFFIObjectDeleterFlagBitMaskStrong != 0 {
-        // SAFETY: called once, when the last strong reference goes.
-        unsafe { std::ptr::drop_in_place(obj as *mut ModuleObj) };
+        // SAFETY: called once, when the last strong reference goes; `obj` is the module of a
+        // block made by `make_module`.
+        unsafe {
+            std::ptr::drop_in_place(obj as *mut ModuleObj);
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*block).state));
+        }
     }
     if flags & kTVMFFIObjectDeleterFlagBitMaskWeak != 0 {
-        // SAFETY: the block was allocated by `make_module` with the vptr in front.
-        unsafe {
-            libc::free(
-                (obj as *mut u8).sub(std::mem::offset_of!(ModuleBlock, module)) as *mut c_void,
-            )
-        };
+        // SAFETY: the block was allocated by `make_module` with malloc.
+        unsafe { libc::free(block as *mut c_void) };
     }
 }
 
@@ -159,6 +173,9 @@ fn make_module(lib: Library) -> Module {
         module: ModuleObj {
             header,
             imports: UnsafeCell::new(Array::empty()),
+            cxx_lookup_cache: std::ptr::null_mut(),
+        },
+        state: LibState {
             imports_lock: Mutex::new(()),
             lib,
             import_cache: Mutex::new(HashMap::new()),
@@ -176,7 +193,8 @@ fn make_module(lib: Library) -> Module {
     }
 }
 
-/// The module behind a handle reached from C++, if it is one of ours (made by `make_module`).
+/// The module behind a handle reached from C++: ours or one made by C++ code (every
+/// `ffi.Module` object has the layout of `ModuleObj`).
 ///
 /// # Safety
 /// `handle` must point at a live object header.
@@ -184,12 +202,8 @@ pub(crate) unsafe fn from_cxx_handle<'a>(handle: *mut TVMFFIObject) -> Option<&'
     if handle.is_null() {
         return None;
     }
-    // SAFETY: per the caller.
-    let h = unsafe { &*handle };
-    let ours = h.type_index == kTVMFFIModule
-        && h.deleter.map(|d| d as *const () as usize) == Some(delete_module as *const () as usize);
-    // SAFETY: our modules are ModuleObj blocks; the caller keeps the handle alive.
-    ours.then(|| unsafe { &*(handle as *const ModuleObj) })
+    // SAFETY: per the caller; the caller keeps the handle alive.
+    unsafe { ((*handle).type_index == kTVMFFIModule).then(|| &*(handle as *const ModuleObj)) }
 }
 
 /// Calls a `TVMFFISafeCallType` symbol with no arguments and `self = NULL`; expects a string.
@@ -207,24 +221,44 @@ fn call_string_symbol(sym: *mut c_void, what: &str) -> Result<String> {
 }
 
 impl ModuleObj {
-    /// The kind (`library`).
-    pub fn kind(&self) -> &'static str {
-        self.kind_cstr().to_str().unwrap_or_default()
+    /// Our state, for modules made here; None for modules made by C++ code.
+    fn state(&self) -> Option<&LibState> {
+        let ours = self.header.deleter.map(|d| d as *const () as usize)
+            == Some(delete_module as *const () as usize);
+        // SAFETY: a module with our deleter was made by `make_module`: a ModuleBlock.
+        ours.then(|| unsafe {
+            let block = (self as *const ModuleObj as *const u8)
+                .sub(std::mem::offset_of!(ModuleBlock, module))
+                as *const ModuleBlock;
+            &(*block).state
+        })
     }
 
-    /// The kind, NUL-terminated (C++ `ModuleObj::kind()`).
-    pub fn kind_cstr(&self) -> &'static CStr {
-        c"library"
+    /// Whether C++ code made this module (a subclass of `tvm::ffi::ModuleObj`): its methods are
+    /// its virtual functions, called through `cxx_module`.
+    pub fn is_cxx(&self) -> bool {
+        self.state().is_none()
     }
 
-    /// The property bits (`Module::kBinarySerializable | kRunnable`).
-    pub fn property_mask(&self) -> i64 {
-        PROPERTY_BINARY_SERIALIZABLE | PROPERTY_RUNNABLE
+    /// The kind: `library` for ours, `kind()` for C++ modules.
+    pub fn kind(&self) -> Result<String> {
+        match self.state() {
+            Some(_) => Ok(LIBRARY_KIND.to_str().unwrap_or_default().to_string()),
+            None => cxx_module::kind(self),
+        }
+    }
+
+    /// The property bits (ours: `Module::kBinarySerializable | kRunnable`).
+    pub fn property_mask(&self) -> Result<i64> {
+        match self.state() {
+            Some(_) => Ok(PROPERTY_BINARY_SERIALIZABLE | PROPERTY_RUNNABLE),
+            None => cxx_module::property_mask(self),
+        }
     }
 
     /// The path of the loaded file, if any.
     pub fn path(&self) -> Option<&str> {
-        match &self.lib {
+        match &self.state()?.lib {
             Library::Dylib { path, .. } => Some(path),
             Library::System { .. } => None,
         }
@@ -233,8 +267,9 @@ impl ModuleObj {
     /// The imported modules.
     pub fn imports(&self) -> Vec<Module> {
         let arr = {
-            let _g = self.imports_lock.lock();
-            // SAFETY: the array handle is only replaced under the lock we hold.
+            let _g = self.state().map(|st| st.imports_lock.lock());
+            // SAFETY: we replace the array handle only under the lock held here (ours); a C++
+            // module's own code reads and writes it without one, as the official library does.
             unsafe { (*self.imports.get()).clone() }
         };
         arr.iter()
@@ -245,13 +280,16 @@ impl ModuleObj {
     fn set_imports(&self, mods: Vec<Module>) {
         let arr = Array::from_vec(mods.into_iter().map(Any::from).collect());
         let old = {
-            let _g = self.imports_lock.lock();
-            // SAFETY: replaced only under the lock; readers clone under it.
+            let _g = self.state().map(|st| st.imports_lock.lock());
+            // SAFETY: as in `imports`.
             unsafe { std::mem::replace(&mut *self.imports.get(), arr) }
         };
         drop(old);
     }
 }
+
+/// Kind of the modules made here.
+pub(crate) const LIBRARY_KIND: &CStr = c"library";
 
 impl ModuleObj {
     /// A new strong reference to this module.
@@ -261,27 +299,69 @@ impl ModuleObj {
         unsafe { ObjectRef::from_raw_borrowed(std::ptr::NonNull::from(self)) }
     }
 
+    /// The function `name` of this module alone (C++ `virtual GetFunction(name)`).
+    pub fn own_function(&self, name: &str) -> Result<Option<Function>> {
+        let Some(st) = self.state() else {
+            return cxx_module::get_function(self, name);
+        };
+        let sym = st.lib.function_symbol(name);
+        if sym.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: exported packed functions have the safe-call signature.
+        let call: TVMFFISafeCallType = unsafe { std::mem::transmute(sym) };
+        Ok(Some(Function::from_symbol(
+            call,
+            self.strong_ref().upcast(),
+        )))
+    }
+
     /// The function `name` of this module (then of its imports when `query_imports`).
-    pub fn get_function(&self, name: &str, query_imports: bool) -> Option<Function> {
-        let sym = self.lib.function_symbol(name);
-        if !sym.is_null() {
-            // SAFETY: exported packed functions have the safe-call signature.
-            let call: TVMFFISafeCallType = unsafe { std::mem::transmute(sym) };
-            return Some(Function::from_symbol(call, self.strong_ref().upcast()));
+    pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
+        if let Some(f) = self.own_function(name)? {
+            return Ok(Some(f));
         }
         if query_imports {
-            return self
-                .imports()
-                .iter()
-                .find_map(|m| m.get_function(name, true));
+            for m in self.imports() {
+                if let Some(f) = m.get_function(name, true)? {
+                    return Ok(Some(f));
+                }
+            }
         }
-        None
+        Ok(None)
     }
 
     /// Whether `name` is implemented here (or in the imports).
-    pub fn implements(&self, name: &str, query_imports: bool) -> bool {
-        !self.lib.function_symbol(name).is_null()
-            || (query_imports && self.imports().iter().any(|m| m.implements(name, true)))
+    pub fn implements(&self, name: &str, query_imports: bool) -> Result<bool> {
+        let here = match self.state() {
+            Some(st) => !st.lib.function_symbol(name).is_null(),
+            None => cxx_module::implements(self, name)?,
+        };
+        if here || !query_imports {
+            return Ok(here);
+        }
+        for m in self.imports() {
+            if m.implements(name, true)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The doc (`DOC_PREFIX`) or metadata string of `name` in this module alone.
+    fn own_string(&self, prefix: &str, name: &str) -> Result<Option<String>> {
+        let Some(st) = self.state() else {
+            return if prefix == DOC_PREFIX {
+                cxx_module::function_doc(self, name)
+            } else {
+                cxx_module::function_metadata(self, name)
+            };
+        };
+        let sym = st.lib.symbol(&format!("{prefix}{name}"));
+        if sym.is_null() {
+            return Ok(None);
+        }
+        call_string_symbol(sym, &format!("{prefix}{name}")).map(Some)
     }
 
     fn string_symbol(
@@ -290,9 +370,8 @@ impl ModuleObj {
         name: &str,
         query_imports: bool,
     ) -> Result<Option<String>> {
-        let sym = self.lib.symbol(&format!("{prefix}{name}"));
-        if !sym.is_null() {
-            return call_string_symbol(sym, &format!("{prefix}{name}")).map(Some);
+        if let Some(s) = self.own_string(prefix, name)? {
+            return Ok(Some(s));
         }
         if query_imports {
             for m in self.imports() {
@@ -314,8 +393,55 @@ impl ModuleObj {
         self.string_symbol(DOC_PREFIX, name, query_imports)
     }
 
-    /// Adds `other` to the imports; an import that would create a cycle is a RuntimeError.
+    /// The source of the module in `format` (ours have none: "").
+    pub fn inspect_source(&self, format: &str) -> Result<String> {
+        match self.state() {
+            Some(_) => Ok(String::new()),
+            None => cxx_module::inspect_source(self, format),
+        }
+    }
+
+    /// The formats `write_to_file` accepts (ours: none).
+    pub fn write_formats(&self) -> Result<Array> {
+        match self.state() {
+            Some(_) => Ok(Array::empty()),
+            None => cxx_module::write_formats(self),
+        }
+    }
+
+    /// Writes the module to `path` (ours cannot be written).
+    pub fn write_to_file(&self, path: &str, format: &str) -> Result<()> {
+        match self.state() {
+            Some(_) => Err(Error::runtime_error(format!(
+                "ffi.ModuleWriteToFile: module of kind `{}` does not support writing to {path}",
+                self.kind()?
+            ))),
+            None => cxx_module::write_to_file(self, path, format),
+        }
+    }
+
+    /// `ImportModule` (virtual in C++: a C++ module may override it).
     pub fn import_module(&self, other: &Module) -> Result<()> {
+        match self.state() {
+            Some(_) => self.import_module_base(other),
+            None => cxx_module::import_module(self, other),
+        }
+    }
+
+    /// `ClearImports` (virtual in C++, as `import_module`).
+    pub fn clear_imports(&self) -> Result<()> {
+        match self.state() {
+            Some(_) => {
+                self.clear_imports_base();
+                Ok(())
+            }
+            None => cxx_module::clear_imports(self),
+        }
+    }
+
+    /// The base `ModuleObj::ImportModule`: adds `other` to the imports; an import that would
+    /// create a cycle is a RuntimeError.
+    pub fn import_module_base(&self, other: &Module) -> Result<()> {
         let mut stack = vec![other.clone()];
         let mut seen = vec![other.as_raw()];
         while let Some(m) = stack.pop() {
@@ -337,21 +463,31 @@ impl ModuleObj {
         Ok(())
     }
 
-    /// Drops every import.
-    pub fn clear_imports(&self) {
+    /// The base `ModuleObj::ClearImports`: drops every import.
+    pub fn clear_imports_base(&self) {
         self.set_imports(Vec::new());
     }
 
     /// `TVMFFIEnvModLookupFromImports`: imports first (recursively), then the global registry;
     /// the result is cached here and returned borrowed.
     pub fn lookup_from_imports(&self, name: &str) -> Result<*mut TVMFFIObject> {
-        if let Some(f) = self.import_cache.lock().get(name) {
+        let st = self.state().ok_or_else(|| {
+            Error::type_error(format!(
+                "TVMFFIEnvModLookupFromImports: the library context of `{name}` is not a \
+                 library module"
+            ))
+        })?;
+        if let Some(f) = st.import_cache.lock().get(name) {
             return Ok(f.as_raw());
         }
-        let found = self
-            .imports()
-            .iter()
-            .find_map(|m| m.get_function(name, true))
+        let mut found = None;
+        for m in self.imports() {
+            if let Some(f) = m.get_function(name, true)? {
+                found = Some(f);
+                break;
+            }
+        }
+        let found = found
             .or_else(|| crate::global::get_global(name))
             .ok_or_else(|| {
                 Error::runtime_error(format!(
@@ -359,7 +495,7 @@ impl ModuleObj {
                 ))
             })?;
         let raw = found.as_raw();
-        self.import_cache.lock().insert(name.to_string(), found);
+        st.import_cache.lock().insert(name.to_string(), found);
         Ok(raw)
     }
 }
@@ -455,5 +591,7 @@ pub fn load_from_file(path: &str) -> Result<Any> {
     loader.call(&[p.as_view(), f.as_view()])
 }
 
-// C++ reflection reads `imports_` at offset 24.
+// The C++ layout: `imports_` at offset 24 (reflection reads it there), 40 bytes past the vptr.
 const _: () = assert!(std::mem::offset_of!(ModuleObj, imports) == 24);
+const _: () = assert!(std::mem::size_of::<ModuleObj>() == 40);
+const _: () = assert!(std::mem::offset_of!(ModuleBlock, module) == 8);

@@ -3,7 +3,7 @@
 // quickstart's C++ loader does. Run against each libtvm_ffi.so by tests/kernel_lib/run.sh; it
 // must behave the same on both. Failures print a line and make the exit status non-zero.
 //
-//   cxx_driver USERLIB.so
+//   cxx_driver USERLIB.so [CUSTOM_MODULE.so]
 #include <tvm/ffi/extra/dataclass.h>
 #include <tvm/ffi/extra/json.h>
 #include <tvm/ffi/extra/module.h>
@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace ffi = tvm::ffi;
@@ -146,14 +148,94 @@ static void TestExtraFunctions() {
   ExpectError("FromJSONGraph(bad)", "ValueError", "", [] { ffi::FromJSONGraph(ffi::Any(1)); });
 }
 
+// A module made by C++ code (custom_module.cc, a subclass of ModuleObj): the library reaches
+// its methods through its vtable for the `ffi.Module*` globals (what the Python package calls),
+// turns its C++ exceptions into errors, and serves the inherited ImportModule/ClearImports.
+static void TestCustomModule(const char* userlib, const char* custom) {
+  ffi::Module holder = ffi::Module::LoadFromFile(custom);
+  ffi::Function create = *holder->GetFunction("create_counter");
+  ffi::Module mod = create(5).cast<ffi::Module>();
+  auto global = [](const char* name) { return ffi::Function::GetGlobalRequired(name); };
+  EXPECT(global("ffi.ModuleGetKind")(mod).cast<ffi::String>() == "counter");
+  EXPECT(global("ffi.ModuleGetPropertyMask")(mod).cast<int>() == ffi::Module::kRunnable);
+  auto get = global("ffi.ModuleGetFunction");
+  ffi::Optional<ffi::Function> add = get(mod, "add_base", false).cast<ffi::Optional<ffi::Function>>();
+  EXPECT(add.has_value() && (*add)(3).cast<int64_t>() == 8);
+  EXPECT(!get(mod, "missing", true).cast<ffi::Optional<ffi::Function>>().has_value());
+  ExpectError("GetFunction throwing tvm::ffi::Error", "ValueError", "CounterModule refuses throw_ffi_error",
+              [&] { get(mod, "throw_ffi_error", false); });
+  // Another std::exception: the official library lets a C++ caller of its own (C++) function see
+  // the std::runtime_error itself; through our (C ABI) function it is an InternalError. Both
+  // carry the message in what().
+  ++checks;
+  try {
+    get(mod, "throw_std_error", false);
+    ++failures;
+    std::printf("FAIL GetFunction throwing std::runtime_error: no exception\n");
+  } catch (const std::exception& e) {
+    const ffi::Error* err = dynamic_cast<const ffi::Error*>(&e);
+    if (std::strstr(e.what(), "a std::runtime_error from CounterModule::GetFunction") == nullptr ||
+        (err != nullptr && err->kind() != "InternalError")) {
+      ++failures;
+      std::printf("FAIL GetFunction throwing std::runtime_error: %s\n", e.what());
+    }
+  }
+  EXPECT(global("ffi.ModuleImplementsFunction")(mod, "add_base", false).cast<bool>());
+  EXPECT(!global("ffi.ModuleImplementsFunction")(mod, "nope", true).cast<bool>());
+  EXPECT(global("ffi.ModuleGetFunctionDoc")(mod, "add_base", false).cast<ffi::Optional<ffi::String>>() ==
+         "Adds the module's base to x.");
+  EXPECT(!global("ffi.ModuleGetFunctionMetadata")(mod, "add_base", false).cast<ffi::Optional<ffi::String>>());
+  EXPECT(global("ffi.ModuleInspectSource")(mod, "c").cast<ffi::String>() == "counter(base=5, format=c)");
+  ffi::Array<ffi::String> formats = global("ffi.ModuleGetWriteFormats")(mod).cast<ffi::Array<ffi::String>>();
+  EXPECT(formats.size() == 1 && formats[0] == "txt");
+  std::string out = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/anyffi-counter.txt";
+  global("ffi.ModuleWriteToFile")(mod, out, "txt");
+  std::stringstream text;
+  text << std::ifstream(out).rdbuf();
+  EXPECT(text.str() == "counter 5\n");
+  std::remove(out.c_str());
+  ExpectError("WriteToFile(bad format)", "ValueError", "cannot write format bin",
+              [&] { global("ffi.ModuleWriteToFile")(mod, out, "bin"); });
+
+  // imports, both ways: the C++ module inherits ImportModule/ClearImports from the library
+  ffi::Module lib = ffi::Module::LoadFromFile(userlib);
+  global("ffi.ModuleImportModule")(mod, lib);
+  EXPECT(mod->imports().size() == 1);  // the inline accessor reads imports_ itself
+  EXPECT(get(mod, "add_one", true).cast<ffi::Optional<ffi::Function>>().has_value());
+  EXPECT(!get(mod, "add_one", false).cast<ffi::Optional<ffi::Function>>().has_value());
+  EXPECT(mod->GetFunction("add_one", true).has_value());
+  EXPECT(mod->ImplementsFunction("add_one", true));
+  ExpectError("import cycle", "RuntimeError", "Cyclic dependency",
+              [&] { global("ffi.ModuleImportModule")(lib, mod); });
+  global("ffi.ModuleClearImports")(mod);
+  EXPECT(mod->imports().size() == 0);
+  global("ffi.ModuleImportModule")(lib, mod);
+  ffi::Optional<ffi::Function> via = get(lib, "add_base", true).cast<ffi::Optional<ffi::Function>>();
+  EXPECT(via.has_value() && (*via)(1).cast<int64_t>() == 6);
+  ExpectError("an import's GetFunction throwing", "ValueError", "refuses",
+              [&] { get(lib, "throw_ffi_error", true); });
+  ffi::Module other = create(7).cast<ffi::Module>();
+  mod->ImportModule(other);  // a direct C++ call of the inherited function
+  EXPECT(mod->imports().size() == 1);
+  EXPECT(get(lib, "add_base", true).cast<ffi::Optional<ffi::Function>>().has_value());
+  ExpectError("inherited ImportModule, cycle", "RuntimeError", "Cyclic dependency",
+              [&] { global("ffi.ModuleImportModule")(other, lib); });
+  ExpectError("inherited ImportModule called directly, cycle", "RuntimeError", "Cyclic dependency",
+              [&] { other->ImportModule(lib); });
+  mod->ClearImports();
+  EXPECT(mod->imports().empty());
+  global("ffi.ModuleClearImports")(lib);
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s USERLIB.so\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s USERLIB.so [CUSTOM_MODULE.so]\n", argv[0]);
     return 2;
   }
   try {
     TestModule(argv[1]);
     TestExtraFunctions();
+    if (argc == 3) TestCustomModule(argv[1], argv[2]);
   } catch (const std::exception& e) {
     std::printf("FAIL uncaught: %s\n", e.what());
     ++failures;

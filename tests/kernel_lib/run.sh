@@ -14,11 +14,13 @@ LD_LIBRARY_PATH="$libdir" "$out/driver" "$out/userlib.so"
 # The same library through the C++ API (Module::LoadFromFile, a module's virtual functions, the
 # extra C++ functions and their exceptions), as code built on the official headers uses it.
 g++ -std=c++17 -O1 -Wall "${inc[@]}" "$root/tests/kernel_lib/cxx_driver.cc" -L"$official/lib" -ltvm_ffi -o "$out/cxx_driver"
+# A custom module kind: a C++ subclass of ModuleObj (the driver's last section).
+g++ -std=c++17 -O1 -shared -fPIC "${inc[@]}" "$root/tests/kernel_lib/custom_module.cc" -L"$official/lib" -ltvm_ffi -o "$out/custom_module.so"
 # CXX_DRIVER_VALGRIND=1: the C++ driver only, under valgrind memcheck (thrown exceptions
 # included); any error or definite leak fails.
 if [[ "${CXX_DRIVER_VALGRIND:-0}" == 1 ]]; then
   LD_LIBRARY_PATH="$libdir" valgrind -q --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
-    --error-exitcode=9 --suppressions="$root/tests/valgrind.supp" "$out/cxx_driver" "$out/userlib.so"
+    --error-exitcode=9 --suppressions="$root/tests/valgrind.supp" "$out/cxx_driver" "$out/userlib.so" "$out/custom_module.so"
 else
-  LD_LIBRARY_PATH="$libdir" "$out/cxx_driver" "$out/userlib.so"
+  LD_LIBRARY_PATH="$libdir" "$out/cxx_driver" "$out/userlib.so" "$out/custom_module.so"
 fi

@@ -177,6 +177,25 @@ def tiny_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def custom_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/kernel_lib/custom_module.cc (a C++ subclass of ModuleObj, the documented way to
+    write a custom module kind), built as tiny_module_path is."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ is not installed")
+    include = os.environ.get("TVMFFI_OFFICIAL_INCLUDE") or str(Path(tvm_ffi.__file__).parent / "include")
+    libdir = os.environ.get("TVMFFI_OFFICIAL_LIBDIR") or str(Path(tvm_ffi.__file__).parent / "lib")
+    out = tmp_path_factory.mktemp("custom_module") / "custom_module.so"
+    cmd = [
+        cxx, "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{include}",
+        str(HERE.parent / "kernel_lib" / "custom_module.cc"),
+        f"-L{libdir}", "-ltvm_ffi", "-o", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
 def broken_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A shared library that references an undefined data symbol: dlopen must fail."""
     cc = shutil.which("gcc")

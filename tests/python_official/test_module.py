@@ -112,3 +112,68 @@ def test_load_same_module_twice(tiny_module_path) -> None:
     a = tvm_ffi.load_module(str(tiny_module_path))
     b = tvm_ffi.load_module(str(tiny_module_path))
     assert a.add_one(1) == b.add_one(1) == 2
+
+
+# --- a custom module kind: a C++ subclass of ModuleObj (tests/kernel_lib/custom_module.cc) --------
+
+
+@pytest.fixture(scope="module")
+def custom_lib(custom_module_path):
+    return tvm_ffi.load_module(str(custom_module_path))
+
+
+@pytest.fixture(scope="module")
+def counter(custom_lib):
+    return custom_lib.create_counter(5)
+
+
+def test_custom_module_methods(counter, tmp_path) -> None:
+    mod = counter
+    assert isinstance(mod, tvm_ffi.Module)
+    assert mod.kind == "counter"
+    assert mod.is_runnable() and not mod.is_binary_serializable()
+    assert mod.add_base(3) == 8
+    assert mod["add_base"](-5) == 0
+    assert mod.implements_function("add_base") and not mod.implements_function("nope")
+    assert mod.get_function_doc("add_base") == "Adds the module's base to x."
+    assert mod.get_function_metadata("add_base") is None
+    assert mod.inspect_source("c") == "counter(base=5, format=c)"
+    assert list(mod.get_write_formats()) == ["txt"]
+    out = tmp_path / "counter.txt"
+    mod.write_to_file(str(out), "txt")
+    assert out.read_text() == "counter 5\n"
+    with pytest.raises(ValueError, match="cannot write format bin"):
+        mod.write_to_file(str(out), "bin")
+    with pytest.raises(AttributeError, match="Module has no function 'nope'"):
+        mod.nope
+
+
+def test_custom_module_exceptions_become_python_errors(counter) -> None:
+    with pytest.raises(ValueError, match="CounterModule refuses throw_ffi_error"):
+        counter.get_function("throw_ffi_error")
+    # a std::exception thrown by the module: InternalError (a RuntimeError) with what()
+    with pytest.raises(RuntimeError, match="a std::runtime_error from CounterModule::GetFunction"):
+        counter.get_function("throw_std_error")
+
+
+def test_custom_module_imports(counter, custom_lib, tiny_module_path) -> None:
+    lib = tvm_ffi.load_module(str(tiny_module_path))
+    other = custom_lib.create_counter(7)
+    counter.import_module(lib)
+    try:
+        assert [m.kind for m in counter.imports] == ["library"]
+        assert counter.get_function("add_one", query_imports=True)(1) == 2
+        with pytest.raises(AttributeError):
+            counter.get_function("add_one")
+        with pytest.raises(RuntimeError, match="Cyclic dependency"):
+            lib.import_module(counter)
+        lib2 = tvm_ffi.load_module(str(tiny_module_path))
+        lib2.import_module(other)
+        assert lib2.get_function("add_base", query_imports=True)(1) == 8
+        assert lib2.implements_function("add_base", query_imports=True)
+        # the C++ module's inherited ImportModule (the library's) throws; the error comes back
+        with pytest.raises(RuntimeError, match="Cyclic dependency"):
+            other.import_module(lib2)
+    finally:
+        counter.clear_imports()
+    assert list(counter.imports) == []

@@ -23,7 +23,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     r.typed(
         "ffi.ModuleGetFunction",
         "The function `name` of a module (and its imports), or None.",
-        |m: Module, name: String, query_imports: bool| -> Option<Function> {
+        |m: Module, name: String, query_imports: bool| -> anyffi::Result<Option<Function>> {
             m.get_function(&name, query_imports)
         },
     );
@@ -53,22 +53,17 @@ pub(super) fn register(r: &mut Registrar<'_>) {
     r.typed(
         "ffi.ModuleInspectSource",
         "The source of a module (library modules have none).",
-        |_m: Module, _fmt: String| String::new(),
+        |m: Module, fmt: String| m.inspect_source(&fmt),
     );
     r.typed(
         "ffi.ModuleGetWriteFormats",
         "The formats a module can be written in.",
-        |_m: Module| anyffi::array::Array::empty(),
+        |m: Module| m.write_formats(),
     );
     r.typed(
         "ffi.ModuleWriteToFile",
         "Writes a module to a file (library modules cannot be written).",
-        |m: Module, path: String, _fmt: String| -> anyffi::Result<()> {
-            Err(Error::runtime_error(format!(
-                "ffi.ModuleWriteToFile: module of kind `{}` does not support writing to {path}",
-                m.kind()
-            )))
-        },
+        |m: Module, path: String, fmt: String| m.write_to_file(&path, &fmt),
     );
     r.typed(
         "ffi.ModuleImportModule",
