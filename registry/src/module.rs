@@ -38,6 +38,20 @@ enum Library {
 }
 
 impl Library {
+    /// Another handle to the same library (libraries are never closed, so handles are plain
+    /// copies).
+    fn clone_handle(&self) -> Library {
+        match self {
+            Library::Dylib { handle, path } => Library::Dylib {
+                handle: *handle,
+                path: path.clone(),
+            },
+            Library::System { prefix } => Library::System {
+                prefix: prefix.clone(),
+            },
+        }
+    }
+
     fn symbol(&self, name: &str) -> *mut c_void {
         match self {
             Library::Dylib { handle, .. } => {
@@ -529,11 +543,6 @@ pub fn load_dylib(path: &str) -> Result<Module> {
         handle,
         path: path.to_string(),
     };
-    if !lib.symbol(LIBRARY_BIN).is_null() {
-        return Err(Error::runtime_error(format!(
-            "ffi.ModuleLoadFromFile: {path} embeds serialized modules (`{LIBRARY_BIN}`), which anyffi cannot deserialize"
-        )));
-    }
     for (name, sym) in crate::env::CONTEXT_SYMBOLS.lock().iter() {
         let slot = lib.symbol(name) as *mut *mut c_void;
         if !slot.is_null() {
@@ -542,13 +551,139 @@ pub fn load_dylib(path: &str) -> Result<Module> {
         }
     }
     let ctx_slot = lib.symbol(LIBRARY_CTX) as *mut *mut c_void;
+    let bin = lib.symbol(LIBRARY_BIN) as *const u8;
+    if !bin.is_null() {
+        // SAFETY: the symbol is the library's embedded blob, which starts with its length.
+        let blob = unsafe {
+            let n = u64::from_le_bytes(std::ptr::read_unaligned(bin as *const [u8; 8]));
+            std::slice::from_raw_parts(bin.add(8), n as usize)
+        };
+        return load_library_bin(path, blob, &lib, ctx_slot);
+    }
     let module = make_module(lib);
+    set_library_ctx(ctx_slot, &module);
+    Ok(module)
+}
+
+/// Writes the library module into the library's context variable, if it has one.
+fn set_library_ctx(ctx_slot: *mut *mut c_void, module: &Module) {
     if !ctx_slot.is_null() {
         // SAFETY: the library context is a `void*` variable; it receives the module, which the
         // library only uses while it is loaded (i.e. while the module lives).
         unsafe { *ctx_slot = module.as_raw() as *mut c_void };
     }
-    Ok(module)
+}
+
+/// Little-endian reads from the embedded blob, each failing with a RuntimeError that names
+/// the file when the blob ends early.
+struct BlobReader<'a> {
+    path: &'a str,
+    rest: &'a [u8],
+}
+
+impl<'a> BlobReader<'a> {
+    fn malformed(&self, what: &str) -> Error {
+        Error::runtime_error(format!(
+            "ffi.ModuleLoadFromFile: {}: malformed `{LIBRARY_BIN}`: {what}",
+            self.path
+        ))
+    }
+
+    fn bytes(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
+        let n = usize::try_from(n).ok().filter(|&n| n <= self.rest.len());
+        let Some(n) = n else {
+            return Err(self.malformed(&format!("{what} runs past the end")));
+        };
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        let b = self.bytes(8, what)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    /// `<size: u64> <size x u64>`.
+    fn u64_vec(&mut self, what: &str) -> Result<Vec<u64>> {
+        let n = self.u64(what)?;
+        let b = self.bytes(n.saturating_mul(8), what)?;
+        Ok(b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect())
+    }
+
+    /// `<size: u64> <bytes>`.
+    fn sized(&mut self, what: &str) -> Result<&'a [u8]> {
+        let n = self.u64(what)?;
+        self.bytes(n, what)
+    }
+}
+
+/// A library that embeds serialized modules (`__tvm_ffi__library_bin`: `<import_tree>` as CSR
+/// arrays `<indptr: vec<u64>> <child_indices: vec<u64>>`, then per module `<kind: str>` and,
+/// except for the library itself (`_lib`), `<bytes>` for `ffi.Module.load_from_bytes.<kind>`):
+/// rebuilds the modules and their imports and returns the first, the root.
+fn load_library_bin(
+    path: &str,
+    blob: &[u8],
+    lib: &Library,
+    ctx_slot: *mut *mut c_void,
+) -> Result<Module> {
+    let mut r = BlobReader { path, rest: blob };
+    let indptr = r.u64_vec("the import tree's index pointers")?;
+    let children = r.u64_vec("the import tree's child indices")?;
+    if indptr.len() < 2 {
+        return Err(r.malformed("the import tree has no module"));
+    }
+    let n = indptr.len() - 1;
+    let ordered = indptr.windows(2).all(|w| w[0] <= w[1]);
+    if indptr[0] != 0 || !ordered || indptr[n] as usize != children.len() {
+        return Err(r.malformed("the import tree's index pointers are inconsistent"));
+    }
+    if let Some(&c) = children.iter().find(|&&c| c >= n as u64) {
+        return Err(r.malformed(&format!("the import tree names module {c} of {n}")));
+    }
+    let mut modules = Vec::with_capacity(n);
+    for i in 0..n {
+        let kind = r.sized(&format!("the kind of module {i}"))?;
+        let kind = std::str::from_utf8(kind)
+            .map_err(|_| r.malformed(&format!("the kind of module {i} is not UTF-8")))?;
+        if kind == "_lib" {
+            let m = make_module(lib.clone_handle());
+            set_library_ctx(ctx_slot, &m);
+            modules.push(m);
+            continue;
+        }
+        let bytes = r.sized(&format!("the bytes of module {i} ({kind})"))?;
+        let loader_name = format!("ffi.Module.load_from_bytes.{kind}");
+        let Some(loader) = crate::global::get_global(&loader_name) else {
+            return Err(Error::runtime_error(format!(
+                "ffi.ModuleLoadFromFile: {path} embeds a module of kind `{kind}`, but no \
+                 loader is registered for it: load the runtime that registers \
+                 `{loader_name}` first"
+            )));
+        };
+        let m = loader.call(&[Any::from(bytes).as_view()])?;
+        let m = m.as_view().as_object_of::<ModuleObj>().ok_or_else(|| {
+            Error::type_error(format!(
+                "ffi.ModuleLoadFromFile: `{loader_name}` returned {}, not an ffi.Module",
+                m.as_view().type_key()
+            ))
+        })?;
+        modules.push(m);
+    }
+    for (i, m) in modules.iter().enumerate() {
+        let range = indptr[i] as usize..indptr[i + 1] as usize;
+        if range.is_empty() {
+            continue;
+        }
+        // As written by the exporter: appended directly, no cycle check, no virtual call.
+        let mut imports = m.imports();
+        imports.extend(children[range].iter().map(|&c| modules[c as usize].clone()));
+        m.set_imports(imports);
+    }
+    Ok(modules.swap_remove(0))
 }
 
 static SYSTEM_LIBS: LazyLock<Mutex<HashMap<String, Module>>> = LazyLock::new(Default::default);
@@ -595,3 +730,80 @@ pub fn load_from_file(path: &str) -> Result<Any> {
 const _: () = assert!(std::mem::offset_of!(ModuleObj, imports) == 24);
 const _: () = assert!(std::mem::size_of::<ModuleObj>() == 40);
 const _: () = assert!(std::mem::offset_of!(ModuleBlock, module) == 8);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob(tree: &[&[u64]], kinds: &[&str]) -> Vec<u8> {
+        let mut indptr = vec![0u64];
+        for c in tree {
+            indptr.push(indptr.last().unwrap() + c.len() as u64);
+        }
+        let children: Vec<u64> = tree.iter().flat_map(|c| c.iter().copied()).collect();
+        let mut b = Vec::new();
+        for v in [&indptr, &children] {
+            b.extend((v.len() as u64).to_le_bytes());
+            v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+        }
+        for k in kinds {
+            b.extend((k.len() as u64).to_le_bytes());
+            b.extend(k.as_bytes());
+        }
+        b
+    }
+
+    fn load(b: &[u8]) -> Result<Module> {
+        let lib = Library::System {
+            prefix: "anyffi.test.".into(),
+        };
+        load_library_bin("blob.so", b, &lib, std::ptr::null_mut())
+    }
+
+    #[test]
+    fn library_bin_rebuilds_the_import_tree() {
+        let root = load(&blob(&[&[1, 2], &[2], &[]], &["_lib", "_lib", "_lib"])).unwrap();
+        let imports = root.imports();
+        assert_eq!(imports.len(), 2);
+        assert_eq!(imports[0].imports().len(), 1);
+        assert!(imports[0].imports()[0].same_as(&imports[1]));
+        assert_eq!(root.kind().unwrap(), "library");
+    }
+
+    #[test]
+    fn malformed_library_bin_is_an_error() {
+        let good = blob(&[&[1], &[]], &["_lib", "_lib"]);
+        for cut in [0, 7, 8, 20, good.len() - 1] {
+            let e = load(&good[..cut]).unwrap_err();
+            assert_eq!(e.kind(), "RuntimeError");
+            assert!(
+                e.message()
+                    .contains("blob.so: malformed `__tvm_ffi__library_bin`"),
+                "{}",
+                e.message()
+            );
+        }
+        let e = load(&blob(&[&[5], &[]], &["_lib", "_lib"])).unwrap_err();
+        assert!(
+            e.message().contains("names module 5 of 2"),
+            "{}",
+            e.message()
+        );
+        let e = load(&blob(&[], &[])).unwrap_err();
+        assert!(e.message().contains("no module"), "{}", e.message());
+        // index pointers that decrease
+        let mut b = Vec::new();
+        for v in [&[0u64, 2, 1][..], &[1, 0][..]] {
+            b.extend((v.len() as u64).to_le_bytes());
+            v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+        }
+        let e = load(&b).unwrap_err();
+        assert!(e.message().contains("inconsistent"), "{}", e.message());
+        let e = load(&blob(&[&[]], &["nokind\u{0}"])).unwrap_err();
+        assert!(e.message().contains("runs past the end"), "{}", e.message());
+        let mut nonutf8 = blob(&[&[]], &["x"]);
+        *nonutf8.last_mut().unwrap() = 0xff;
+        let e = load(&nonutf8).unwrap_err();
+        assert!(e.message().contains("not UTF-8"), "{}", e.message());
+    }
+}

@@ -157,7 +157,8 @@ static void TestCustomModule(const char* userlib, const char* custom) {
   ffi::Module mod = create(5).cast<ffi::Module>();
   auto global = [](const char* name) { return ffi::Function::GetGlobalRequired(name); };
   EXPECT(global("ffi.ModuleGetKind")(mod).cast<ffi::String>() == "counter");
-  EXPECT(global("ffi.ModuleGetPropertyMask")(mod).cast<int>() == ffi::Module::kRunnable);
+  EXPECT(global("ffi.ModuleGetPropertyMask")(mod).cast<int>() ==
+         (ffi::Module::kRunnable | ffi::Module::kBinarySerializable));
   auto get = global("ffi.ModuleGetFunction");
   ffi::Optional<ffi::Function> add = get(mod, "add_base", false).cast<ffi::Optional<ffi::Function>>();
   EXPECT(add.has_value() && (*add)(3).cast<int64_t>() == 8);

@@ -195,6 +195,52 @@ def custom_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+# Global functions that libraries built by these tests register (not part of either library).
+TEST_LIBRARY_GLOBALS = {"ffi.Module.load_from_bytes.counter"}
+
+
+def library_bin(tree: list[list[int]], nodes: list[tuple[str, bytes | None]]) -> bytes:
+    """A `__tvm_ffi__library_bin` blob (the documented layout): `<nbytes: u64>`, the import tree
+    as CSR `<indptr: vec<u64>> <child_indices: vec<u64>>`, then each module's `<kind: str>` and,
+    unless it is `_lib`, its `<bytes>`."""
+    import struct
+
+    def vec(xs: list[int]) -> bytes:
+        return struct.pack(f"<Q{len(xs)}Q", len(xs), *xs)
+
+    def sized(b: bytes) -> bytes:
+        return struct.pack("<Q", len(b)) + b
+
+    indptr = [0]
+    for children in tree:
+        indptr.append(indptr[-1] + len(children))
+    body = vec(indptr) + vec([c for children in tree for c in children])
+    for kind, payload in nodes:
+        body += sized(kind.encode())
+        if payload is not None:
+            body += sized(payload)
+    return struct.pack("<Q", len(body)) + body
+
+
+def build_composite(out: Path, blob: bytes) -> Path:
+    """A C library exporting `answer()` (42) and embedding `blob` as its library binary."""
+    cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("gcc is not installed")
+    src = out.with_suffix(".c")
+    src.write_text(
+        "#include <stdint.h>\n"
+        "typedef struct { int32_t type_index; uint32_t pad; int64_t v; } Any;\n"
+        "int __tvm_ffi_answer(void* self, const Any* args, int32_t n, Any* ret) {\n"
+        "  ret->type_index = 1; ret->pad = 0; ret->v = 42; return 0;\n}\n"
+        "const unsigned char __tvm_ffi__library_bin[] = {"
+        + ",".join(str(b) for b in blob)
+        + "};\n"
+    )
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(src), "-o", str(out)], check=True)
+    return out
+
+
 @pytest.fixture(scope="session")
 def broken_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A shared library that references an undefined data symbol: dlopen must fail."""

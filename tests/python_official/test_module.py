@@ -131,7 +131,7 @@ def test_custom_module_methods(counter, tmp_path) -> None:
     mod = counter
     assert isinstance(mod, tvm_ffi.Module)
     assert mod.kind == "counter"
-    assert mod.is_runnable() and not mod.is_binary_serializable()
+    assert mod.is_runnable() and mod.is_binary_serializable()
     assert mod.add_base(3) == 8
     assert mod["add_base"](-5) == 0
     assert mod.implements_function("add_base") and not mod.implements_function("nope")
@@ -177,3 +177,44 @@ def test_custom_module_imports(counter, custom_lib, tiny_module_path) -> None:
     finally:
         counter.clear_imports()
     assert list(counter.imports) == []
+
+
+# --- libraries embedding serialized modules (`__tvm_ffi__library_bin`) ---------------------------
+
+
+def test_library_bin_with_the_library_as_root(custom_lib, tmp_path) -> None:
+    from conftest import build_composite, library_bin
+
+    base9 = (9).to_bytes(8, "little")
+    path = build_composite(tmp_path / "lib_root.so", library_bin([[1], []], [("_lib", None), ("counter", base9)]))
+    m = tvm_ffi.load_module(str(path))
+    assert m.kind == "library"
+    assert m.answer() == 42
+    assert [i.kind for i in m.imports] == ["counter"]
+    assert m.get_function("add_base", query_imports=True)(1) == 10
+    with pytest.raises(AttributeError):
+        m.get_function("add_base")
+
+
+def test_library_bin_with_a_custom_module_as_root(custom_lib, tmp_path) -> None:
+    from conftest import build_composite, library_bin
+
+    blob = library_bin([[1, 2], [], []], [("counter", (2).to_bytes(8, "little")), ("_lib", None), ("counter", (3).to_bytes(8, "little"))])
+    m = tvm_ffi.load_module(str(build_composite(tmp_path / "counter_root.so", blob)))
+    assert m.kind == "counter"
+    assert m.add_base(1) == 3
+    assert [i.kind for i in m.imports] == ["library", "counter"]
+    assert m.get_function("answer", query_imports=True)() == 42
+    assert m.imports[1].add_base(1) == 4
+
+
+def test_library_bin_errors(custom_lib, tmp_path) -> None:
+    from conftest import build_composite, library_bin
+
+    no_loader = library_bin([[1], []], [("_lib", None), ("nokind", b"x")])
+    with pytest.raises(RuntimeError, match="ffi.Module.load_from_bytes.nokind"):
+        tvm_ffi.load_module(str(build_composite(tmp_path / "no_loader.so", no_loader)))
+    # the loader's own error comes back
+    bad_bytes = library_bin([[1], []], [("_lib", None), ("counter", b"short")])
+    with pytest.raises(ValueError, match="a counter module is 8 bytes, got 5"):
+        tvm_ffi.load_module(str(build_composite(tmp_path / "bad_bytes.so", bad_bytes)))
