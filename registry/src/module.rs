@@ -427,7 +427,7 @@ impl ModuleObj {
     pub fn write_to_file(&self, path: &str, format: &str) -> Result<()> {
         match self.state() {
             Some(_) => Err(Error::runtime_error(format!(
-                "ffi.ModuleWriteToFile: module of kind `{}` does not support writing to {path}",
+                "Module[{}] does not support WriteToFile",
                 self.kind()?
             ))),
             None => cxx_module::write_to_file(self, path, format),

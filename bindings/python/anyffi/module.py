@@ -1,15 +1,19 @@
 """``anyffi.load_module(path)``: kernel libraries built against the TVM FFI headers.
 
 A module exports functions as ``__tvm_ffi_<name>`` symbols; the library loads it
-(``ffi.ModuleLoadFromFile``) and looks them up (``ffi.ModuleGetFunction``).
+(``ffi.ModuleLoadFromFile``) and looks them up (``ffi.ModuleGetFunction``). Modules of other
+kinds (C++ subclasses of ``ModuleObj``, the sub-modules a library embeds) answer the same
+methods through the ``ffi.Module*`` globals.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Optional
+from typing import Any, Optional
 
-from . import _capi
+from . import _capi, _mem
+from .container import Array
 from .function import Function, ffi_api
 from .object import Object, register_object
 
@@ -62,6 +66,48 @@ class Module(Object):
 
     def import_module(self, other: "Module") -> None:
         ffi_api.require("ModuleImportModule", "module imports")(self, other)
+        self._funcs.clear()
+
+    def clear_imports(self) -> None:
+        ffi_api.require("ModuleClearImports", "module imports")(self)
+        self._funcs.clear()
+
+    @property
+    def imports(self) -> list["Module"]:
+        """The imported modules (the ``imports_`` field, an ``ffi.Array`` at offset 24)."""
+        arr = _mem.Q[_mem.qi(self.handle + 24)]
+        _capi.TVMFFIObjectIncRef(arr)
+        return list(Array._from_owned(arr))
+
+    def get_function_doc(self, name: str, query_imports: bool = False) -> Optional[str]:
+        return ffi_api.require("ModuleGetFunctionDoc", "module docs")(self, name, query_imports)
+
+    def get_function_metadata(self, name: str, query_imports: bool = False) -> Optional[dict[str, Any]]:
+        """The metadata a module exports for ``name`` (parsed JSON), or None."""
+        text = ffi_api.require("ModuleGetFunctionMetadata", "module metadata")(self, name, query_imports)
+        return None if text is None else json.loads(text)
+
+    def inspect_source(self, fmt: str = "") -> str:
+        return ffi_api.require("ModuleInspectSource", "module source")(self, fmt)
+
+    def get_write_formats(self) -> list[str]:
+        return list(ffi_api.require("ModuleGetWriteFormats", "module formats")(self))
+
+    def write_to_file(self, file_name: str, fmt: str = "") -> None:
+        ffi_api.require("ModuleWriteToFile", "writing modules")(self, os.fspath(file_name), fmt)
+
+    def get_property_mask(self) -> int:
+        """Bits: 1 binary-serializable, 2 runnable, 4 compilation-exportable."""
+        return ffi_api.require("ModuleGetPropertyMask", "module properties")(self)
+
+    def is_binary_serializable(self) -> bool:
+        return bool(self.get_property_mask() & 1)
+
+    def is_runnable(self) -> bool:
+        return bool(self.get_property_mask() & 2)
+
+    def is_compilation_exportable(self) -> bool:
+        return bool(self.get_property_mask() & 4)
 
 
 def load_module(path: str, keep_module_alive: bool = True) -> Module:

@@ -116,6 +116,25 @@ def test_function_outlives_module_object(kernel_lib):
     assert f(1) == 2
 
 
+@modules
+def test_module_methods_and_imports(kernel_lib, tmp_path):
+    a, b = anyffi.load_module(kernel_lib), anyffi.load_module(kernel_lib)
+    assert a.kind == "library"
+    assert a.is_runnable() and a.is_binary_serializable() and not a.is_compilation_exportable()
+    assert a.inspect_source() == "" and a.get_write_formats() == []
+    assert a.get_function_doc("add_one") is None and a.get_function_metadata("add_one") is None
+    with pytest.raises(RuntimeError, match=r"Module\[library\] does not support WriteToFile"):
+        a.write_to_file(tmp_path / "x.o")
+    assert a.imports == []
+    a.import_module(b)
+    assert [m.same_as(b) for m in a.imports] == [True]
+    with pytest.raises(RuntimeError, match="Cyclic dependency"):
+        b.import_module(a)
+    assert a.get_function("add_one", query_imports=True)(1) == 2
+    a.clear_imports()
+    assert a.imports == []
+
+
 def test_missing_file():
     with pytest.raises(FileNotFoundError):
         anyffi.load_module("/no/such/lib.so")
