@@ -309,11 +309,11 @@ unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
 /// `ks`) with `vdpbf16ps`: each instruction multiplies 32 bf16 pairs exactly in f32 and adds
 /// them into 16 f32 lanes, so nothing is rounded to bf16 and no key is widened. The query row
 /// stays in registers (`d <= 256`); 16 keys at a time are reduced by one lane transpose, then
-/// scaled: `out[h * n + j] = scale * (q_h . k_j)`.
+/// scaled: `out[h * ldo + j] = scale * (q_h . k_j)`.
 ///
 /// # Safety
 /// AVX-512 F/BW and AVX512_BF16 present; `d <= 256`; the rows are readable; `out` holds
-/// `grp * n` floats.
+/// `grp` rows of `n` floats, `ldo` apart.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn scores_bf16_dp(
@@ -325,22 +325,23 @@ unsafe fn scores_bf16_dp(
     grp: usize,
     scale: f32,
     out: *mut f32,
+    ldo: usize,
 ) {
     // SAFETY: forwarded contract; the const-size bodies unroll fully (a dynamic count left
     // the 4-instruction chains per key unrolled and cost 2.7 cycles per instruction).
     unsafe {
         match (d.div_ceil(32), d % 32 == 0) {
-            (4, true) => scores_dp_body::<4, false>(q, k, ks, n, d, grp, scale, out),
-            (2, true) => scores_dp_body::<2, false>(q, k, ks, n, d, grp, scale, out),
-            (8, true) => scores_dp_body::<8, false>(q, k, ks, n, d, grp, scale, out),
-            (1, _) => scores_dp_body::<1, true>(q, k, ks, n, d, grp, scale, out),
-            (2, _) => scores_dp_body::<2, true>(q, k, ks, n, d, grp, scale, out),
-            (3, _) => scores_dp_body::<3, true>(q, k, ks, n, d, grp, scale, out),
-            (4, _) => scores_dp_body::<4, true>(q, k, ks, n, d, grp, scale, out),
-            (5, _) => scores_dp_body::<5, true>(q, k, ks, n, d, grp, scale, out),
-            (6, _) => scores_dp_body::<6, true>(q, k, ks, n, d, grp, scale, out),
-            (7, _) => scores_dp_body::<7, true>(q, k, ks, n, d, grp, scale, out),
-            _ => scores_dp_body::<8, true>(q, k, ks, n, d, grp, scale, out),
+            (4, true) => scores_dp_body::<4, false>(q, k, ks, n, d, grp, scale, out, ldo),
+            (2, true) => scores_dp_body::<2, false>(q, k, ks, n, d, grp, scale, out, ldo),
+            (8, true) => scores_dp_body::<8, false>(q, k, ks, n, d, grp, scale, out, ldo),
+            (1, _) => scores_dp_body::<1, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            (2, _) => scores_dp_body::<2, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            (3, _) => scores_dp_body::<3, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            (4, _) => scores_dp_body::<4, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            (5, _) => scores_dp_body::<5, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            (6, _) => scores_dp_body::<6, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            (7, _) => scores_dp_body::<7, true>(q, k, ks, n, d, grp, scale, out, ldo),
+            _ => scores_dp_body::<8, true>(q, k, ks, n, d, grp, scale, out, ldo),
         }
     }
 }
@@ -358,6 +359,7 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
     grp: usize,
     scale: f32,
     out: *mut f32,
+    ldo: usize,
 ) {
     use std::arch::x86_64::{
         __m512, __m512bh, __mmask16, __mmask32, _mm512_add_ps, _mm512_dpbf16_ps,
@@ -395,7 +397,7 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
                     }
                 }
                 let r = _mm512_mul_ps(crate::kernels::cpu::sgemm_nt::reduce16(&acc), sv);
-                _mm512_mask_storeu_ps(out.add(hh * n + jb), ((1u32 << nb) - 1) as __mmask16, r);
+                _mm512_mask_storeu_ps(out.add(hh * ldo + jb), ((1u32 << nb) - 1) as __mmask16, r);
                 jb += nb;
             }
         }
@@ -420,6 +422,51 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
             _mm512_add_ps(a0, a1)
         }
     }
+}
+
+/// Keys per block of the score pass between prefetches.
+const PREFETCH_KEYS: usize = 16;
+
+/// Prefetches into L2, for the keys `jb..je` of a chunk about to be scored: the K rows
+/// `2 * PREFETCH_KEYS` keys further on, and the V rows of `jb..je` for the value pass that
+/// follows. With a cold cache (decoding reads each layer's KV cache once per token) the
+/// score tiles read several rows at once, a pattern the hardware prefetchers do not follow:
+/// cold decode attention ran at half the speed of a copy of the same bytes before (performance
+/// log). Into L1 (`_MM_HINT_T0`) the same prefetches made it slower. Prefetches past the end
+/// of a tensor are harmless: they never fault.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn prefetch_keys<T>(
+    kbase: *const T,
+    vbase: *const T,
+    ks: usize,
+    vs: usize,
+    jb: usize,
+    je: usize,
+    d: usize,
+    dv: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        let rows = |base: *const T, stride: usize, from: usize, to: usize, n: usize| {
+            let bytes = n * std::mem::size_of::<T>();
+            for j in from..to {
+                let row = base.wrapping_add(j * stride) as *const i8;
+                let mut b = 0;
+                while b < bytes {
+                    // SAFETY: a prefetch never faults, whatever the address.
+                    unsafe { _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(b)) };
+                    b += 64;
+                }
+            }
+        };
+        let ahead = 2 * PREFETCH_KEYS;
+        rows(kbase, ks, jb + ahead, je + ahead, d);
+        rows(vbase, vs, jb, je, dv);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (kbase, vbase, ks, vs, jb, je, d, dv);
 }
 
 /// Keys per block of the weighted-value pass.
@@ -460,6 +507,8 @@ unsafe fn item_body<S: Simd, T: Elem>(
         }
         let ks = dm.hk * dm.d;
         let kbase = k.add((j0 * dm.hk + g) * dm.d);
+        let vs = dm.hk * dm.dv;
+        let vbase = v.add((j0 * dm.hk + g) * dm.dv);
         #[cfg(target_arch = "x86_64")]
         let use_tiles = crate::kernels::cpu::sgemm_nt::available() && n > 0;
         #[cfg(not(target_arch = "x86_64"))]
@@ -473,16 +522,23 @@ unsafe fn item_body<S: Simd, T: Elem>(
         let use_dp = false;
         if use_dp {
             #[cfg(target_arch = "x86_64")]
-            scores_bf16_dp(
-                q.add((i * dm.h + g * grp) * dm.d) as *const bf16,
-                kbase as *const bf16,
-                ks,
-                n,
-                dm.d,
-                grp,
-                dm.scale,
-                sc,
-            );
+            let mut jb = 0;
+            while jb < n {
+                let je = (jb + PREFETCH_KEYS).min(n);
+                prefetch_keys(kbase, vbase, ks, vs, jb, je, dm.d, dm.dv);
+                scores_bf16_dp(
+                    q.add((i * dm.h + g * grp) * dm.d) as *const bf16,
+                    kbase.add(jb * ks) as *const bf16,
+                    ks,
+                    je - jb,
+                    dm.d,
+                    grp,
+                    dm.scale,
+                    sc.add(jb),
+                    n,
+                );
+                jb = je;
+            }
         } else if use_tiles {
             // Scores as a small NT GEMM (heads x keys over d): 4x4 register tiles reuse each
             // loaded q and k vector four times.
@@ -506,20 +562,31 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 (kf as *const f32, dm.d)
             };
             #[cfg(target_arch = "x86_64")]
-            crate::kernels::cpu::sgemm_nt::block(
-                grp,
-                0,
-                n,
-                dm.d,
-                qf,
-                dm.d as isize,
-                kf,
-                ldk as isize,
-                sc,
-                n as isize,
-                1.0,
-                0.0,
-            );
+            {
+                let mut jb = 0;
+                while jb < n {
+                    let je = (jb + PREFETCH_KEYS).min(n);
+                    if std::mem::size_of::<T>() == 4 {
+                        // (half types were widened above: their keys are already in cache)
+                        prefetch_keys(kbase, vbase, ks, vs, jb, je, dm.d, dm.dv);
+                    }
+                    crate::kernels::cpu::sgemm_nt::block(
+                        grp,
+                        jb,
+                        je,
+                        dm.d,
+                        qf,
+                        dm.d as isize,
+                        kf,
+                        ldk as isize,
+                        sc,
+                        n as isize,
+                        1.0,
+                        0.0,
+                    );
+                    jb = je;
+                }
+            }
             let _ = kf;
         } else if dm.d % S::LANES == 0 && S::LANES == 8 {
             // Two heads x four keys per tile (a third head, or the last keys, one at a time).
@@ -539,6 +606,18 @@ unsafe fn item_body<S: Simd, T: Elem>(
             };
             let mut jb = 0;
             while jb + 4 <= n {
+                if jb % PREFETCH_KEYS == 0 {
+                    prefetch_keys(
+                        kbase,
+                        vbase,
+                        ks,
+                        vs,
+                        jb,
+                        n.min(jb + PREFETCH_KEYS),
+                        dm.d,
+                        dm.dv,
+                    );
+                }
                 let kb = kbase.add(jb * ks);
                 let mut hh = 0;
                 while hh + 2 <= grp {
@@ -602,8 +681,6 @@ unsafe fn item_body<S: Simd, T: Elem>(
         }
         // Weighted values: tiles of W vectors (4 with 32 registers, 2 with 16) for up to 6 heads
         // at once, the columns past the last tile per head.
-        let vs = dm.hk * dm.dv;
-        let vbase = v.add((j0 * dm.hk + g) * dm.dv);
         let wide = S::REGISTERS >= 32;
         let tile = if wide { 4 } else { 2 } * S::LANES;
         let tiled = dm.dv / tile * tile;
