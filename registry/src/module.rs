@@ -235,7 +235,9 @@ fn call_string_symbol(sym: *mut c_void, what: &str) -> Result<String> {
 }
 
 impl ModuleObj {
-    /// Our state, for modules made here; None for modules made by C++ code.
+    /// Our state, for modules made here; None for modules made by C++ code (a subclass of
+    /// `tvm::ffi::ModuleObj`), whose methods are its virtual functions, called through
+    /// `cxx_module`.
     fn state(&self) -> Option<&LibState> {
         let ours = self.header.deleter.map(|d| d as *const () as usize)
             == Some(delete_module as *const () as usize);
@@ -246,12 +248,6 @@ impl ModuleObj {
                 as *const ModuleBlock;
             &(*block).state
         })
-    }
-
-    /// Whether C++ code made this module (a subclass of `tvm::ffi::ModuleObj`): its methods are
-    /// its virtual functions, called through `cxx_module`.
-    pub fn is_cxx(&self) -> bool {
-        self.state().is_none()
     }
 
     /// The kind: `library` for ours, `kind()` for C++ modules.
