@@ -136,111 +136,59 @@ unsafe fn call(
     }
 }
 
-/// A C++ `String` holding `s` (a `TVMFFIAny` cell), for `const String&` arguments.
-fn string_cell(s: &str) -> Any {
-    Any::from(s)
-}
-
-/// A `TVMFFIAny` owned by C++ until written: None.
-fn empty_cell() -> TVMFFIAny {
-    TVMFFIAny::NONE
+/// Runs `op` with at most one `const String&` argument (`name`) and returns its result slot,
+/// which starts as `out`.
+///
+/// # Safety
+/// `m` must be a module made by C++ code, and `R` the result type `op` writes
+/// (`module_calls.cc`).
+unsafe fn call_for<R>(op: Op, m: &ModuleObj, name: Option<&str>, mut out: R) -> Result<R> {
+    // A C++ `String` is one `TVMFFIAny` cell, passed by reference.
+    let cell = name.map(Any::from);
+    let arg = cell
+        .as_ref()
+        .map_or(null(), |c| c.raw() as *const TVMFFIAny as *const c_void);
+    // SAFETY: per the caller; `cell` outlives the call.
+    unsafe { call(op, m, arg, null(), &mut out as *mut R as *mut c_void)? };
+    Ok(out)
 }
 
 /// `const char* kind() const`.
 pub(crate) fn kind(m: &ModuleObj) -> Result<String> {
-    let mut out: *const c_char = null();
     // SAFETY: a C++ module; the result is a `const char*`.
-    unsafe {
-        call(
-            Op::Kind,
-            m,
-            null(),
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?
-    };
-    if out.is_null() {
+    let p = unsafe { call_for(Op::Kind, m, None, null::<c_char>())? };
+    if p.is_null() {
         return Ok(String::new());
     }
     // SAFETY: kind() returns a NUL-terminated string that lives as long as the module.
-    Ok(unsafe { CStr::from_ptr(out) }
-        .to_string_lossy()
-        .into_owned())
+    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
 /// `int GetPropertyMask() const`.
 pub(crate) fn property_mask(m: &ModuleObj) -> Result<i64> {
-    let mut out: c_int = 0;
     // SAFETY: a C++ module; the result is an int.
-    unsafe {
-        call(
-            Op::PropertyMask,
-            m,
-            null(),
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?
-    };
-    Ok(out as i64)
+    Ok(unsafe { call_for(Op::PropertyMask, m, None, 0 as c_int)? } as i64)
 }
 
 /// `Optional<Function> GetFunction(const String& name)`.
 pub(crate) fn get_function(m: &ModuleObj, name: &str) -> Result<Option<Function>> {
-    let name = string_cell(name);
-    let mut out: *mut TVMFFIObject = null_mut();
-    // SAFETY: a C++ module; `name` is a live String cell; the result an owned object or NULL.
+    // SAFETY: a C++ module; the result is an owned Function or NULL.
     unsafe {
-        call(
-            Op::GetFunction,
-            m,
-            name.raw() as *const TVMFFIAny as *const c_void,
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?;
-        Ok(std::ptr::NonNull::new(out).map(|p| Function::from_raw_owned(p.cast())))
+        let p = call_for(Op::GetFunction, m, Some(name), null_mut::<TVMFFIObject>())?;
+        Ok(std::ptr::NonNull::new(p).map(|p| Function::from_raw_owned(p.cast())))
     }
 }
 
 /// `bool ImplementsFunction(const String& name)`.
 pub(crate) fn implements(m: &ModuleObj, name: &str) -> Result<bool> {
-    let name = string_cell(name);
-    let mut out: c_int = 0;
-    // SAFETY: as above; the result is an int.
-    unsafe {
-        call(
-            Op::Implements,
-            m,
-            name.raw() as *const TVMFFIAny as *const c_void,
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?
-    };
-    Ok(out != 0)
+    // SAFETY: a C++ module; the result is an int.
+    Ok(unsafe { call_for(Op::Implements, m, Some(name), 0 as c_int)? } != 0)
 }
 
-/// An owned `Optional<String>`/`String`/`Bytes` result cell.
-///
-/// # Safety
-/// `cell` must hold an owned value the caller gives away.
-unsafe fn owned_cell(cell: TVMFFIAny) -> Any {
-    // SAFETY: per the caller.
-    unsafe { Any::from_raw(cell) }
-}
-
-fn optional_string_result(op: Op, m: &ModuleObj, name: &str) -> Result<Option<String>> {
-    let name = string_cell(name);
-    let mut out = empty_cell();
-    // SAFETY: a C++ module; the result is an owned Optional<String> cell.
-    let v = unsafe {
-        call(
-            op,
-            m,
-            name.raw() as *const TVMFFIAny as *const c_void,
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?;
-        owned_cell(out)
-    };
+/// A `String` or `Optional<String>` result: None, or the text.
+fn string_result(op: Op, m: &ModuleObj, arg: &str) -> Result<Option<String>> {
+    // SAFETY: a C++ module; the result is an owned String or Optional<String> cell.
+    let v = unsafe { Any::from_raw(call_for(op, m, Some(arg), TVMFFIAny::NONE)?) };
     if v.type_index() == anyffi::abi::kTVMFFINone {
         return Ok(None);
     }
@@ -249,52 +197,32 @@ fn optional_string_result(op: Op, m: &ModuleObj, name: &str) -> Result<Option<St
 
 /// `Optional<String> GetFunctionDoc(const String& name)`.
 pub(crate) fn function_doc(m: &ModuleObj, name: &str) -> Result<Option<String>> {
-    optional_string_result(Op::FunctionDoc, m, name)
+    string_result(Op::FunctionDoc, m, name)
 }
 
 /// `Optional<String> GetFunctionMetadata(const String& name)`.
 pub(crate) fn function_metadata(m: &ModuleObj, name: &str) -> Result<Option<String>> {
-    optional_string_result(Op::FunctionMetadata, m, name)
+    string_result(Op::FunctionMetadata, m, name)
 }
 
 /// `String InspectSource(const String& format) const`.
 pub(crate) fn inspect_source(m: &ModuleObj, format: &str) -> Result<String> {
-    let format = string_cell(format);
-    let mut out = empty_cell();
-    // SAFETY: a C++ module; the result is an owned String cell.
-    let v = unsafe {
-        call(
-            Op::InspectSource,
-            m,
-            format.raw() as *const TVMFFIAny as *const c_void,
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?;
-        owned_cell(out)
-    };
-    v.get::<String>()
+    Ok(string_result(Op::InspectSource, m, format)?.unwrap_or_default())
 }
 
 /// `Array<String> GetWriteFormats() const`.
 pub(crate) fn write_formats(m: &ModuleObj) -> Result<Array> {
-    let mut out: *mut TVMFFIObject = null_mut();
     // SAFETY: a C++ module; the result is an owned Array (never NULL in C++).
     unsafe {
-        call(
-            Op::WriteFormats,
-            m,
-            null(),
-            null(),
-            &mut out as *mut _ as *mut c_void,
-        )?;
-        Ok(std::ptr::NonNull::new(out)
+        let p = call_for(Op::WriteFormats, m, None, null_mut::<TVMFFIObject>())?;
+        Ok(std::ptr::NonNull::new(p)
             .map_or_else(Array::empty, |p| ObjectRef::from_raw_owned(p.cast())))
     }
 }
 
 /// `void WriteToFile(const String& file_name, const String& format) const`.
 pub(crate) fn write_to_file(m: &ModuleObj, path: &str, format: &str) -> Result<()> {
-    let (path, format) = (string_cell(path), string_cell(format));
+    let (path, format) = (Any::from(path), Any::from(format));
     // SAFETY: a C++ module; two live String cells.
     unsafe {
         call(
