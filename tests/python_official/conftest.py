@@ -155,44 +155,37 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # --- a tiny C++ module built against the official headers -----------------------------------
 
 
-@pytest.fixture(scope="session")
-def tiny_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tiny_module.cc built with g++ against the package's headers; linked against the official
-    library only to satisfy the linker (its NEEDED libtvm_ffi.so binds to the library already
-    loaded, by SONAME)."""
+def build_cxx_module(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
+    """`source` built with g++ into a shared library against the package's headers; linked
+    against the official library only to satisfy the linker (its NEEDED libtvm_ffi.so binds to
+    the library already loaded, by SONAME)."""
     cxx = shutil.which("g++")
     if cxx is None:
         pytest.skip("g++ is not installed")
     include = os.environ.get("TVMFFI_OFFICIAL_INCLUDE") or str(Path(tvm_ffi.__file__).parent / "include")
     libdir = os.environ.get("TVMFFI_OFFICIAL_LIBDIR") or str(Path(tvm_ffi.__file__).parent / "lib")
-    out = tmp_path_factory.mktemp("tiny_module") / "tiny_module.so"
+    out = tmp_path_factory.mktemp(source.stem) / f"{source.stem}.so"
     cmd = [
         cxx, "-std=c++17", "-O1", "-shared", "-fPIC",
         "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1",
-        f"-I{include}", str(HERE / "tiny_module.cc"),
+        f"-I{include}", str(source),
         f"-L{libdir}", "-ltvm_ffi", "-o", str(out),
     ]  # fmt: skip
     subprocess.run(cmd, check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny_module.cc, a library of exported functions."""
+    return build_cxx_module(tmp_path_factory, HERE / "tiny_module.cc")
 
 
 @pytest.fixture(scope="session")
 def custom_module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/kernel_lib/custom_module.cc (a C++ subclass of ModuleObj, the documented way to
-    write a custom module kind), built as tiny_module_path is."""
-    cxx = shutil.which("g++")
-    if cxx is None:
-        pytest.skip("g++ is not installed")
-    include = os.environ.get("TVMFFI_OFFICIAL_INCLUDE") or str(Path(tvm_ffi.__file__).parent / "include")
-    libdir = os.environ.get("TVMFFI_OFFICIAL_LIBDIR") or str(Path(tvm_ffi.__file__).parent / "lib")
-    out = tmp_path_factory.mktemp("custom_module") / "custom_module.so"
-    cmd = [
-        cxx, "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{include}",
-        str(HERE.parent / "kernel_lib" / "custom_module.cc"),
-        f"-L{libdir}", "-ltvm_ffi", "-o", str(out),
-    ]  # fmt: skip
-    subprocess.run(cmd, check=True)
-    return out
+    """tests/kernel_lib/custom_module.cc: a C++ subclass of ModuleObj, the documented way to
+    write a custom module kind."""
+    return build_cxx_module(tmp_path_factory, HERE.parent / "kernel_lib" / "custom_module.cc")
 
 
 # Global functions that libraries built by these tests register (not part of either library).
