@@ -64,6 +64,10 @@ class Module(Object):
             raise AttributeError(f"module has no function `{name}`")
         return f
 
+    def __call__(self, *args: Any) -> Any:
+        """Calls the module's entry function, `main`."""
+        return self["main"](*args)
+
     def import_module(self, other: "Module") -> None:
         ffi_api.require("ModuleImportModule", "module imports")(self, other)
         self._funcs.clear()

@@ -46,6 +46,12 @@ int __tvm_ffi_sum_f32(void* self, const Any* args, int32_t n, Any* result) {
   return 0;
 }
 
+/* the entry function: calling the module calls it */
+int __tvm_ffi_main(void* self, const Any* args, int32_t n, Any* result) {
+  result->type_index = 1; result->pad = 0; result->v_int64 = 100 + n;
+  return 0;
+}
+
 /* doubles a float32 tensor in place */
 int __tvm_ffi_scale2_f32(void* self, const Any* args, int32_t n, Any* result) {
   const DLTensor* t = (const DLTensor*)args[0].v_ptr;
@@ -131,6 +137,7 @@ def test_module_methods_and_imports(kernel_lib, tmp_path):
     with pytest.raises(RuntimeError, match="Cyclic dependency"):
         b.import_module(a)
     assert a.get_function("add_one", query_imports=True)(1) == 2
+    assert a() == 100 and a(1, 2) == 102  # calling a module calls its `main`
     a.clear_imports()
     assert a.imports == []
 
