@@ -58,6 +58,30 @@ module_kind(m::TVMModule) = _require_global("ffi.ModuleGetKind")(m)
 """`import_module!(m, other)`: make `other`'s functions reachable from `m` (`ffi.ModuleImportModule`)."""
 import_module!(m::TVMModule, other::TVMModule) = (_require_global("ffi.ModuleImportModule")(m, other); m)
 
+"""`module_imports(m)`: the modules `m` imports (its `imports_` field, an `ffi.Array` at offset 24)."""
+function module_imports(m::TVMModule)
+    h = _live_handle(m)
+    arr = TVMArray(unsafe_load(Ptr{Ptr{Cvoid}}(h + 24)); borrowed = true)
+    return TVMModule[x for x in arr]
+end
+
+"""`clear_imports!(m)`: drop every import of `m` (`ffi.ModuleClearImports`)."""
+clear_imports!(m::TVMModule) = (_require_global("ffi.ModuleClearImports")(m); m)
+
+"""`inspect_source(m, format = "")`: the module's source in `format`, `""` when it has none."""
+inspect_source(m::TVMModule, format::AbstractString = "") =
+    _require_global("ffi.ModuleInspectSource")(m, String(format))::String
+
+"""`write_formats(m)`: the formats `write_to_file` accepts for `m` (`ffi.ModuleGetWriteFormats`)."""
+write_formats(m::TVMModule) = String[x for x in _require_global("ffi.ModuleGetWriteFormats")(m)]
+
+"""`write_to_file(m, path, format = "")`: write the module (`ffi.ModuleWriteToFile`); library modules cannot."""
+write_to_file(m::TVMModule, path::AbstractString, format::AbstractString = "") =
+    (_require_global("ffi.ModuleWriteToFile")(m, String(path), String(format)); nothing)
+
+"""`property_mask(m)`: 1 binary-serializable, 2 runnable, 4 compilation-exportable (`ffi.ModuleGetPropertyMask`)."""
+property_mask(m::TVMModule) = Int(_require_global("ffi.ModuleGetPropertyMask")(m))
+
 function Base.show(io::IO, m::TVMModule)
     h = getfield(m, :handle)
     h == C_NULL ? print(io, "TVMModule(<released>)") : print(io, "TVMModule(@ ", repr(UInt(h)), ")")

@@ -40,6 +40,21 @@
             if have("ffi.ModuleGetKind")
                 @test AnyFFI.module_kind(m) == "library"
             end
+            if have("ffi.ModuleImportModule", "ffi.ModuleClearImports", "ffi.ModuleInspectSource")
+                m2 = load_module(so)
+                @test isempty(AnyFFI.module_imports(m))
+                AnyFFI.import_module!(m, m2)
+                imps = AnyFFI.module_imports(m)
+                @test length(imps) == 1 && imps[1] isa TVMModule && imps[1].handle == m2.handle
+                @test get_function(m, "add_one"; query_imports = true)(1) == 2
+                e = catch_tvm(() -> AnyFFI.import_module!(m2, m))
+                @test e.kind == "RuntimeError" && occursin("Cyclic dependency", e.message)
+                @test AnyFFI.clear_imports!(m) === m && isempty(AnyFFI.module_imports(m))
+                @test AnyFFI.inspect_source(m) == "" && AnyFFI.write_formats(m) == String[]
+                @test AnyFFI.property_mask(m) == 3
+                e = catch_tvm(() -> AnyFFI.write_to_file(m, joinpath(dir, "m.o")))
+                @test e.kind == "RuntimeError" && occursin("does not support WriteToFile", e.message)
+            end
             e = catch_tvm(() -> load_module(joinpath(dir, "missing.so")))
             @test e isa TVMError
         end
