@@ -522,8 +522,7 @@ unsafe fn item_body<S: Simd, T: Elem>(
         let use_dp = false;
         if use_dp {
             #[cfg(target_arch = "x86_64")]
-            let mut jb = 0;
-            while jb < n {
+            for jb in (0..n).step_by(PREFETCH_KEYS) {
                 let je = (jb + PREFETCH_KEYS).min(n);
                 prefetch_keys(kbase, vbase, ks, vs, jb, je, dm.d, dm.dv);
                 scores_bf16_dp(
@@ -537,7 +536,6 @@ unsafe fn item_body<S: Simd, T: Elem>(
                     sc.add(jb),
                     n,
                 );
-                jb = je;
             }
         } else if use_tiles {
             // Scores as a small NT GEMM (heads x keys over d): 4x4 register tiles reuse each
@@ -562,30 +560,26 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 (kf as *const f32, dm.d)
             };
             #[cfg(target_arch = "x86_64")]
-            {
-                let mut jb = 0;
-                while jb < n {
-                    let je = (jb + PREFETCH_KEYS).min(n);
-                    if std::mem::size_of::<T>() == 4 {
-                        // (half types were widened above: their keys are already in cache)
-                        prefetch_keys(kbase, vbase, ks, vs, jb, je, dm.d, dm.dv);
-                    }
-                    crate::kernels::cpu::sgemm_nt::block(
-                        grp,
-                        jb,
-                        je,
-                        dm.d,
-                        qf,
-                        dm.d as isize,
-                        kf,
-                        ldk as isize,
-                        sc,
-                        n as isize,
-                        1.0,
-                        0.0,
-                    );
-                    jb = je;
+            for jb in (0..n).step_by(PREFETCH_KEYS) {
+                let je = (jb + PREFETCH_KEYS).min(n);
+                if std::mem::size_of::<T>() == 4 {
+                    // (half types were widened above: their keys are already in cache)
+                    prefetch_keys(kbase, vbase, ks, vs, jb, je, dm.d, dm.dv);
                 }
+                crate::kernels::cpu::sgemm_nt::block(
+                    grp,
+                    jb,
+                    je,
+                    dm.d,
+                    qf,
+                    dm.d as isize,
+                    kf,
+                    ldk as isize,
+                    sc,
+                    n as isize,
+                    1.0,
+                    0.0,
+                );
             }
             let _ = kf;
         } else if dm.d % S::LANES == 0 && S::LANES == 8 {
