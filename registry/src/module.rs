@@ -29,7 +29,9 @@ const DOC_PREFIX: &str = "__tvm_ffi__doc_";
 const LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
 const LIBRARY_BIN: &str = "__tvm_ffi__library_bin";
 
-/// Where a module finds its symbols.
+/// Where a module finds its symbols. Libraries are never closed (below), so a clone is just
+/// another handle to the same one.
+#[derive(Clone)]
 enum Library {
     /// A shared object opened with `dlopen`; closed when the module dies.
     Dylib { handle: *mut c_void, path: String },
@@ -38,20 +40,6 @@ enum Library {
 }
 
 impl Library {
-    /// Another handle to the same library (libraries are never closed, so handles are plain
-    /// copies).
-    fn clone_handle(&self) -> Library {
-        match self {
-            Library::Dylib { handle, path } => Library::Dylib {
-                handle: *handle,
-                path: path.clone(),
-            },
-            Library::System { prefix } => Library::System {
-                prefix: prefix.clone(),
-            },
-        }
-    }
-
     fn symbol(&self, name: &str) -> *mut c_void {
         match self {
             Library::Dylib { handle, .. } => {
@@ -160,11 +148,15 @@ struct ModuleBlock {
     state: LibState,
 }
 
+/// The block a module made by `make_module` lives in (the address is only computed).
+fn block_of(module: *const ModuleObj) -> *mut ModuleBlock {
+    (module as *mut u8).wrapping_sub(std::mem::offset_of!(ModuleBlock, module)) as *mut ModuleBlock
+}
+
 /// The deleter of modules: drops the module and frees its block (vptr included).
 unsafe extern "C" fn delete_module(obj: *mut c_void, flags: i32) {
     use anyffi::abi::{kTVMFFIObjectDeleterFlagBitMaskStrong, kTVMFFIObjectDeleterFlagBitMaskWeak};
-    let block = (obj as *mut u8).wrapping_sub(std::mem::offset_of!(ModuleBlock, module))
-        as *mut ModuleBlock;
+    let block = block_of(obj as *const ModuleObj);
     if flags & kTVMFFIObjectDeleterFlagBitMaskStrong != 0 {
         // SAFETY: called once, when the last strong reference goes; `obj` is the module of a
         // block made by `make_module`.
@@ -242,12 +234,7 @@ impl ModuleObj {
         let ours = self.header.deleter.map(|d| d as *const () as usize)
             == Some(delete_module as *const () as usize);
         // SAFETY: a module with our deleter was made by `make_module`: a ModuleBlock.
-        ours.then(|| unsafe {
-            let block = (self as *const ModuleObj as *const u8)
-                .sub(std::mem::offset_of!(ModuleBlock, module))
-                as *const ModuleBlock;
-            &(*block).state
-        })
+        ours.then(|| unsafe { &(*block_of(self)).state })
     }
 
     /// The kind: `library` for ours, `kind()` for C++ modules.
@@ -326,36 +313,42 @@ impl ModuleObj {
         )))
     }
 
-    /// The function `name` of this module (then of its imports when `query_imports`).
-    pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
-        if let Some(f) = self.own_function(name)? {
-            return Ok(Some(f));
+    /// `own(self)`, else (with `query_imports`) the first `Some` of `own` over the imports,
+    /// depth first: how C++ `ModuleObj::GetFunction(name, query_imports)` and its siblings
+    /// search.
+    fn search<R>(
+        &self,
+        query_imports: bool,
+        own: &impl Fn(&ModuleObj) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        if let Some(r) = own(self)? {
+            return Ok(Some(r));
         }
         if query_imports {
             for m in self.imports() {
-                if let Some(f) = m.get_function(name, true)? {
-                    return Ok(Some(f));
+                if let Some(r) = m.search(true, own)? {
+                    return Ok(Some(r));
                 }
             }
         }
         Ok(None)
     }
 
+    /// The function `name` of this module (then of its imports when `query_imports`).
+    pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
+        self.search(query_imports, &|m| m.own_function(name))
+    }
+
     /// Whether `name` is implemented here (or in the imports).
     pub fn implements(&self, name: &str, query_imports: bool) -> Result<bool> {
-        let here = match self.state() {
-            Some(st) => !st.lib.function_symbol(name).is_null(),
-            None => cxx_module::implements(self, name)?,
+        let here = |m: &ModuleObj| -> Result<Option<()>> {
+            let found = match m.state() {
+                Some(st) => !st.lib.function_symbol(name).is_null(),
+                None => cxx_module::implements(m, name)?,
+            };
+            Ok(found.then_some(()))
         };
-        if here || !query_imports {
-            return Ok(here);
-        }
-        for m in self.imports() {
-            if m.implements(name, true)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        Ok(self.search(query_imports, &here)?.is_some())
     }
 
     /// The doc (`DOC_PREFIX`) or metadata string of `name` in this module alone.
@@ -380,17 +373,7 @@ impl ModuleObj {
         name: &str,
         query_imports: bool,
     ) -> Result<Option<String>> {
-        if let Some(s) = self.own_string(prefix, name)? {
-            return Ok(Some(s));
-        }
-        if query_imports {
-            for m in self.imports() {
-                if let Some(s) = m.string_symbol(prefix, name, true)? {
-                    return Ok(Some(s));
-                }
-            }
-        }
-        Ok(None)
+        self.search(query_imports, &|m| m.own_string(prefix, name))
     }
 
     /// The metadata JSON exported for `name`.
@@ -646,7 +629,7 @@ fn load_library_bin(
         let kind = std::str::from_utf8(kind)
             .map_err(|_| r.malformed(&format!("the kind of module {i} is not UTF-8")))?;
         if kind == "_lib" {
-            let m = make_module(lib.clone_handle());
+            let m = make_module(lib.clone());
             set_library_ctx(ctx_slot, &m);
             modules.push(m);
             continue;
