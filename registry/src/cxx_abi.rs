@@ -74,24 +74,14 @@ struct BaseClassTypeInfo {
     offset_flags: c_long,
 }
 
-/// `__cxxabiv1::__vmi_class_type_info` with one base.
+/// `__cxxabiv1::__vmi_class_type_info` with `N` bases (`base_count == N`).
 #[repr(C)]
-pub(crate) struct VmiClassTypeInfo1 {
+pub(crate) struct VmiClassTypeInfo<const N: usize> {
     vtable: *const c_void,
     name: *const c_char,
     flags: c_uint,
     base_count: c_uint,
-    bases: [BaseClassTypeInfo; 1],
-}
-
-/// `__cxxabiv1::__vmi_class_type_info` with two bases.
-#[repr(C)]
-struct VmiClassTypeInfo2 {
-    vtable: *const c_void,
-    name: *const c_char,
-    flags: c_uint,
-    base_count: c_uint,
-    bases: [BaseClassTypeInfo; 2],
+    bases: [BaseClassTypeInfo; N],
 }
 
 const PUBLIC_BASE: c_long = 2;
@@ -110,7 +100,7 @@ static OBJECT_REF_TYPE_INFO: Static<ClassTypeInfo> = Static(ClassTypeInfo {
 /// `typeid(tvm::ffi::Error)`. Handlers compare type names, so `catch (const Error&)` in code
 /// built against the official headers matches it, and `catch (const std::exception&)` finds
 /// the base through the table below.
-static ERROR_TYPE_INFO: Static<VmiClassTypeInfo2> = Static(VmiClassTypeInfo2 {
+static ERROR_TYPE_INFO: Static<VmiClassTypeInfo<2>> = Static(VmiClassTypeInfo {
     vtable: vtable_address_point(addr_of!(VMI_CLASS_TYPE_INFO_VTABLE)),
     name: c"N3tvm3ffi5ErrorE".as_ptr(),
     flags: 0,
@@ -135,7 +125,7 @@ pub static MODULE_TYPE_NAME: [u8; 21] = *b"N3tvm3ffi9ModuleObjE\0";
 /// offset 8 (what g++ emits for the official header). Exported: the type information of a C++
 /// subclass of `ModuleObj` names it as its base.
 #[export_name = "_ZTIN3tvm3ffi9ModuleObjE"]
-pub static MODULE_TYPE_INFO: Static<VmiClassTypeInfo1> = Static(VmiClassTypeInfo1 {
+pub static MODULE_TYPE_INFO: Static<VmiClassTypeInfo<1>> = Static(VmiClassTypeInfo {
     vtable: vtable_address_point(addr_of!(VMI_CLASS_TYPE_INFO_VTABLE)),
     name: addr_of!(MODULE_TYPE_NAME) as *const c_char,
     flags: 0,

@@ -595,24 +595,37 @@ unsafe extern "C-unwind" fn vt_inspect_source(
     })
 }
 
-/// `vtable for tvm::ffi::ModuleObj` as our modules carry it: offset to top, type information,
-/// then the virtual functions in declaration order.
-static MODULE_VTABLE: Static<[*const c_void; 14]> = Static([
-    std::ptr::null::<c_void>(),
-    addr_of!(MODULE_TYPE_INFO) as *const c_void,
+/// A `vtable for tvm::ffi::ModuleObj`: offset to top, type information, then the virtual
+/// functions in declaration order. The first six (`kind` .. `GetFunctionMetadata`) differ
+/// between our modules and the base class; `WriteToFile` .. `ClearImports` are the same.
+const fn module_vtable(first: [*const c_void; 6]) -> [*const c_void; 14] {
+    [
+        std::ptr::null::<c_void>(),
+        addr_of!(MODULE_TYPE_INFO) as *const c_void,
+        first[0],
+        first[1],
+        first[2],
+        first[3],
+        first[4],
+        first[5],
+        vt_write_to_file as *const c_void,
+        vt_write_formats as *const c_void,
+        vt_save_to_bytes as *const c_void,
+        vt_inspect_source as *const c_void,
+        cxx_module_import as *const c_void,
+        cxx_module_clear_imports as *const c_void,
+    ]
+}
+
+/// The vtable our modules carry.
+static MODULE_VTABLE: Static<[*const c_void; 14]> = Static(module_vtable([
     vt_kind as *const c_void,
     vt_property_mask as *const c_void,
     vt_get_function as *const c_void,
     vt_implements as *const c_void,
     vt_doc as *const c_void,
     vt_metadata as *const c_void,
-    vt_write_to_file as *const c_void,
-    vt_write_formats as *const c_void,
-    vt_save_to_bytes as *const c_void,
-    vt_inspect_source as *const c_void,
-    cxx_module_import as *const c_void,
-    cxx_module_clear_imports as *const c_void,
-]);
+]));
 
 // --- the vtable of tvm::ffi::ModuleObj itself ------------------------------------------------
 
@@ -648,22 +661,14 @@ unsafe extern "C-unwind" fn base_no_string(
 /// information refers to `MODULE_TYPE_INFO`. The pure virtual functions (`kind`,
 /// `GetFunction`) are `__cxa_pure_virtual`; the others behave as the header's definitions.
 #[export_name = "_ZTVN3tvm3ffi9ModuleObjE"]
-pub static MODULE_BASE_VTABLE: Static<[*const c_void; 14]> = Static([
-    std::ptr::null::<c_void>(),
-    addr_of!(MODULE_TYPE_INFO) as *const c_void,
+pub static MODULE_BASE_VTABLE: Static<[*const c_void; 14]> = Static(module_vtable([
     crate::cxx_abi::__cxa_pure_virtual as *const c_void,
     base_property_mask as *const c_void,
     crate::cxx_abi::__cxa_pure_virtual as *const c_void,
     base_implements as *const c_void,
     base_no_string as *const c_void,
     base_no_string as *const c_void,
-    vt_write_to_file as *const c_void,
-    vt_write_formats as *const c_void,
-    vt_save_to_bytes as *const c_void,
-    vt_inspect_source as *const c_void,
-    cxx_module_import as *const c_void,
-    cxx_module_clear_imports as *const c_void,
-]);
+]));
 
 /// The vptr value of our modules (the vtable's address point).
 pub(crate) fn module_vptr() -> *const c_void {
