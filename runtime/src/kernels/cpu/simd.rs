@@ -141,7 +141,7 @@ pub fn pair_unorder(x: &[f32], out: &mut [f32], lanes: usize) {
 /// for the least maximum relative error (1.05e-7; 1.6e-7 with f32 arithmetic). A degree-7
 /// polynomial (Cephes `expf`) was 1 ulp closer and cost two more FMAs per vector, which made
 /// swiglu slower by 6-8% (performance log).
-const EXP_C2: f32 = 4.999_923_1e-1;
+const EXP_C2: f32 = 4.999_923e-1;
 const EXP_C3: f32 = 1.666_711_6e-1;
 const EXP_C4: f32 = 4.189_033e-2;
 const EXP_C5: f32 = 8.312_501e-3;
@@ -737,8 +737,26 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn store_bf16_pairs(self, p: *mut u16, even: __m512, odd: __m512) {
-            // SAFETY: 32 writable u16 (caller); AVX-512F present.
+            // SAFETY: 32 writable u16 (caller); AVX-512F/BW/DQ (and AVX512_BF16 when BF16)
+            // present.
             unsafe {
+                // In hardware unless a lane is subnormal (the instruction would flush it, and
+                // pair stores keep subnormals): two conversions and one word permutation in
+                // place of ~15 integer instructions (performance log).
+                if BF16
+                    && _mm512_fpclass_ps_mask::<0x20>(even) | _mm512_fpclass_ps_mask::<0x20>(odd)
+                        == 0
+                {
+                    // words 0..16 = even, 16..32 = odd; word 2i <- i, word 2i + 1 <- 16 + i
+                    let w =
+                        std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(odd, even));
+                    let idx = _mm512_set_epi16(
+                        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                        21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0,
+                    );
+                    _mm512_storeu_si512(p as *mut _, _mm512_permutexvar_epi16(idx, w));
+                    return;
+                }
                 let (e, o) = (self.round_bf16_hi(even), self.round_bf16_hi(odd));
                 let w = _mm512_or_si512(
                     _mm512_srli_epi32::<16>(e),
@@ -1298,6 +1316,12 @@ mod pair_tests {
             -0.0,
         ];
         vals.extend((0..20).map(|i| (i as f32 - 9.3) * 1.0371));
+        // the same without the subnormal (AVX512_BF16 converts such blocks in hardware)
+        let normal: Vec<f32> = vals
+            .iter()
+            .map(|&v| if v.is_subnormal() { 1.5e-30 } else { v })
+            .collect();
+        vals.extend(normal);
         let want: Vec<u16> = vals.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
         for lv in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
             let lv = force_level(lv);
