@@ -115,7 +115,12 @@ pub(crate) unsafe fn block(
             let nb1 = (nb0 + NB).min(j1);
             let mut i = 0;
             while i < m {
-                let mr = (m - i).min(4);
+                // Rows by 4, and the last 5 or 6 in one tile: each B vector then serves them
+                // all (attention's 6 query heads per KV head are one tile).
+                let mr = match m - i {
+                    r @ 5..=6 => r,
+                    r => r.min(4),
+                };
                 let mut j = nb0;
                 while j < nb1 {
                     let nr = (nb1 - j).min(4);
@@ -124,15 +129,16 @@ pub(crate) unsafe fn block(
                         let at = a.offset(i as isize * lda).add(k0);
                         let bt = b.offset(j as isize * ldb).add(k0);
                         let ct = c.offset(i as isize * ldc).add(j);
-                        if mr == 4 && nr == 4 {
-                            tile4x4(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c);
-                        } else {
-                            tile_edge(mr, nr, at, lda, bt, ldb, kc, ct, ldc, al, be, read_c);
+                        match (mr, nr) {
+                            (4, 4) => tile_mx4::<4>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
+                            (5, 4) => tile_mx4::<5>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
+                            (6, 4) => tile_mx4::<6>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
+                            _ => tile_edge(mr, nr, at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
                         }
                     }
                     j += 4;
                 }
-                i += 4;
+                i += mr;
             }
             nb0 = nb1;
         }
@@ -185,11 +191,12 @@ pub(crate) fn reduce16(v: &[__m512; 16]) -> __m512 {
     _mm512_permutexvar_ps(idx, u)
 }
 
-/// A full 4x4 tile over `kc` values of K.
+/// A full tile of `MR` rows (4, 5 or 6) by 4 columns over `kc` values of K: `MR * 4` zmm
+/// accumulators, each B vector loaded once for all the rows, one shuffle tree per 16 sums.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile4x4(
+unsafe fn tile_mx4<const MR: usize>(
     a: *const f32,
     lda: isize,
     b: *const f32,
@@ -201,20 +208,23 @@ unsafe fn tile4x4(
     beta: f32,
     read_c: bool,
 ) {
-    let mut acc = [_mm512_setzero_ps(); 16];
-    // SAFETY: rows of kc floats at the given strides (caller); masked loads for the tail.
+    debug_assert!((4..=6).contains(&MR));
+    // (rows past MR stay zero: the second shuffle tree reduces rows 4..8)
+    let mut acc = [_mm512_setzero_ps(); 32];
+    // SAFETY: MR rows of A and 4 of B of kc floats at the given strides (caller); masked loads
+    // for the tail.
     unsafe {
-        let (a0, a1, a2, a3) = (a, a.offset(lda), a.offset(2 * lda), a.offset(3 * lda));
-        let (b0, b1, b2, b3) = (b, b.offset(ldb), b.offset(2 * ldb), b.offset(3 * ldb));
+        let ar: [*const f32; MR] = std::array::from_fn(|i| a.offset(i as isize * lda));
+        let br: [*const f32; 4] = std::array::from_fn(|j| b.offset(j as isize * ldb));
         let mut kk = 0;
         let mask: __mmask16;
         macro_rules! step {
             ($ld:ident) => {{
-                let av = [$ld!(a0), $ld!(a1), $ld!(a2), $ld!(a3)];
-                let bv = [$ld!(b0), $ld!(b1), $ld!(b2), $ld!(b3)];
-                for i in 0..4 {
+                let bv: [__m512; 4] = std::array::from_fn(|j| $ld!(br[j]));
+                for i in 0..MR {
+                    let av = $ld!(ar[i]);
                     for j in 0..4 {
-                        acc[i * 4 + j] = _mm512_fmadd_ps(av[i], bv[j], acc[i * 4 + j]);
+                        acc[i * 4 + j] = _mm512_fmadd_ps(av, bv[j], acc[i * 4 + j]);
                     }
                 }
             }};
@@ -237,26 +247,33 @@ unsafe fn tile4x4(
             mask = (1u32 << (kc - kk)) as u16 - 1;
             step!(part);
         }
-        let s = _mm512_mul_ps(reduce16(&acc), _mm512_set1_ps(alpha));
-        let sa: [__m128; 4] = [
-            _mm512_extractf32x4_ps::<0>(s),
-            _mm512_extractf32x4_ps::<1>(s),
-            _mm512_extractf32x4_ps::<2>(s),
-            _mm512_extractf32x4_ps::<3>(s),
-        ];
-        for (i, row) in sa.iter().enumerate() {
-            let cp = c.offset(i as isize * ldc);
-            let v = if read_c {
-                _mm_fmadd_ps(_mm_loadu_ps(cp), _mm_set1_ps(beta), *row)
-            } else {
-                *row
-            };
-            _mm_storeu_ps(cp, v);
+        // row i's four sums are lanes 4i..4i+4 of the reduction of its block of 16
+        let store = |sums: __m512, rows: std::ops::Range<usize>| {
+            let s = _mm512_mul_ps(sums, _mm512_set1_ps(alpha));
+            let sa: [__m128; 4] = [
+                _mm512_extractf32x4_ps::<0>(s),
+                _mm512_extractf32x4_ps::<1>(s),
+                _mm512_extractf32x4_ps::<2>(s),
+                _mm512_extractf32x4_ps::<3>(s),
+            ];
+            for (r, row) in rows.zip(sa) {
+                let cp = c.offset(r as isize * ldc);
+                let v = if read_c {
+                    _mm_fmadd_ps(_mm_loadu_ps(cp), _mm_set1_ps(beta), row)
+                } else {
+                    row
+                };
+                _mm_storeu_ps(cp, v);
+            }
+        };
+        store(reduce16(acc[..16].try_into().expect("16")), 0..4);
+        if MR > 4 {
+            store(reduce16(acc[16..].try_into().expect("16")), 4..MR);
         }
     }
 }
 
-/// A partial tile (`mr`, `nr` <= 4) at the edges of C.
+/// A partial tile (`mr` <= 6, `nr` <= 4) at the edges of C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -274,7 +291,7 @@ unsafe fn tile_edge(
     beta: f32,
     read_c: bool,
 ) {
-    let mut acc = [_mm512_setzero_ps(); 16];
+    let mut acc = [_mm512_setzero_ps(); 24];
     // SAFETY: mr rows of A and nr rows of B of kc floats (caller); masked tail loads.
     unsafe {
         let mut kk = 0;
@@ -659,6 +676,68 @@ mod tests {
         for (c, row) in out.iter().enumerate() {
             for (r, &x) in row.iter().enumerate() {
                 assert_eq!(x, (r * 16 + c) as f32, "out[{c}][{r}]");
+            }
+        }
+    }
+
+    /// Every row tiling (4-row tiles, the 5- and 6-row tiles, edge tiles), column edges, K
+    /// tails and blocks, padded strides, alpha and beta, against an f64 reference.
+    #[test]
+    fn tiles_of_every_shape_match_a_reference() {
+        if !available() {
+            eprintln!("skipped: AVX-512 not selected");
+            return;
+        }
+        let mut seed = 0x2545_f491u32;
+        let mut rnd = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        for m in 1..=13usize {
+            for n in [1usize, 3, 4, 7, 9] {
+                for k in [1usize, 15, 17, 100, 1030] {
+                    let (lda, ldb, ldc) = (k + 3, k + 1, n + 2);
+                    let a: Vec<f32> = (0..m * lda).map(|_| rnd()).collect();
+                    let b: Vec<f32> = (0..n * ldb).map(|_| rnd()).collect();
+                    let c0: Vec<f32> = (0..m * ldc).map(|_| rnd()).collect();
+                    for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 0.25)] {
+                        let mut c = c0.clone();
+                        // SAFETY: the buffers hold the rows at these strides.
+                        unsafe {
+                            sgemm_nt(
+                                m,
+                                n,
+                                k,
+                                a.as_ptr(),
+                                lda as isize,
+                                b.as_ptr(),
+                                ldb as isize,
+                                c.as_mut_ptr(),
+                                ldc as isize,
+                                alpha,
+                                beta,
+                            )
+                        };
+                        for i in 0..m {
+                            for j in 0..ldc {
+                                let got = c[i * ldc + j];
+                                if j >= n {
+                                    assert_eq!(got, c0[i * ldc + j], "padding ({i},{j}) written");
+                                    continue;
+                                }
+                                let dot: f64 = (0..k)
+                                    .map(|t| a[i * lda + t] as f64 * b[j * ldb + t] as f64)
+                                    .sum();
+                                let want =
+                                    alpha as f64 * dot + beta as f64 * c0[i * ldc + j] as f64;
+                                assert!(
+                                    (got as f64 - want).abs() < 1e-4,
+                                    "m {m} n {n} k {k} alpha {alpha} ({i},{j}): {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
             }
         }
     }
