@@ -115,10 +115,11 @@ pub(crate) unsafe fn block(
             let nb1 = (nb0 + NB).min(j1);
             let mut i = 0;
             while i < m {
-                // Rows by 4, and the last 5 or 6 in one tile: each B vector then serves them
-                // all (attention's 6 query heads per KV head are one tile).
+                // Rows by 4, the last 5 or 6 as two tiles of 3 and 2 or 3 (attention's 6 query
+                // heads per KV head): a 6-row tile's 24 accumulators spilled to the stack, and
+                // tiles of fewer than 4 rows take the register path too, not `tile_edge`.
                 let mr = match m - i {
-                    r @ 5..=6 => r,
+                    5..=6 => 3,
                     r => r.min(4),
                 };
                 let mut j = nb0;
@@ -131,8 +132,9 @@ pub(crate) unsafe fn block(
                         let ct = c.offset(i as isize * ldc).add(j);
                         match (mr, nr) {
                             (4, 4) => tile_mx4::<4>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
-                            (5, 4) => tile_mx4::<5>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
-                            (6, 4) => tile_mx4::<6>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
+                            (3, 4) => tile_mx4::<3>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
+                            (2, 4) => tile_mx4::<2>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
+                            (1, 4) => tile_mx4::<1>(at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
                             _ => tile_edge(mr, nr, at, lda, bt, ldb, kc, ct, ldc, al, be, read_c),
                         }
                     }
@@ -191,11 +193,13 @@ pub(crate) fn reduce16(v: &[__m512; 16]) -> __m512 {
     _mm512_permutexvar_ps(idx, u)
 }
 
-/// A full tile of `MR` rows (4, 5 or 6) by 4 columns over `kc` values of K: `MR * 4` zmm
-/// accumulators, each B vector loaded once for all the rows, one shuffle tree per 16 sums.
+/// A full tile of `MR` rows (1 to 4) by 4 columns over `kc` values of K: `MR * 4` zmm
+/// accumulators in registers, each B vector loaded once for all the rows, one shuffle tree for
+/// the sums.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
+#[inline(never)] // inlined into `block`, its accumulators were spilled to the stack
 unsafe fn tile_mx4<const MR: usize>(
     a: *const f32,
     lda: isize,
@@ -208,9 +212,8 @@ unsafe fn tile_mx4<const MR: usize>(
     beta: f32,
     read_c: bool,
 ) {
-    debug_assert!((4..=6).contains(&MR));
-    // (rows past MR stay zero: the second shuffle tree reduces rows 4..8)
-    let mut acc = [_mm512_setzero_ps(); 32];
+    debug_assert!((1..=4).contains(&MR));
+    let mut acc = [_mm512_setzero_ps(); 16];
     // SAFETY: MR rows of A and 4 of B of kc floats at the given strides (caller); masked loads
     // for the tail.
     unsafe {
@@ -266,14 +269,11 @@ unsafe fn tile_mx4<const MR: usize>(
                 _mm_storeu_ps(cp, v);
             }
         };
-        store(reduce16(acc[..16].try_into().expect("16")), 0..4);
-        if MR > 4 {
-            store(reduce16(acc[16..].try_into().expect("16")), 4..MR);
-        }
+        store(reduce16(&acc), 0..MR);
     }
 }
 
-/// A partial tile (`mr` <= 6, `nr` <= 4) at the edges of C.
+/// A partial tile (`mr` <= 4, `nr` < 4) at the edges of C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -291,7 +291,7 @@ unsafe fn tile_edge(
     beta: f32,
     read_c: bool,
 ) {
-    let mut acc = [_mm512_setzero_ps(); 24];
+    let mut acc = [_mm512_setzero_ps(); 16];
     // SAFETY: mr rows of A and nr rows of B of kc floats (caller); masked tail loads.
     unsafe {
         let mut kk = 0;
