@@ -330,6 +330,10 @@ fn self_attention_vectors() {
         // 32-key value blocks, value widths with a partial tile
         check_attention(&mut rng, dt, 3, 37, 6, 2, 24);
         check_attention(&mut rng, dt, 2, 70, 5, 1, 40);
+        // heads in threes and a one-head remainder (grp 4), rows longer than 128 (d 160 with
+        // a partial vector, d 256)
+        check_attention(&mut rng, dt, 2, 33, 8, 2, 160);
+        check_attention(&mut rng, dt, 1, 70, 4, 1, 256);
     }
 }
 

@@ -364,12 +364,67 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
     ldo: usize,
 ) {
     use std::arch::x86_64::{
-        __m512, __m512bh, __mmask16, __mmask32, _mm512_add_ps, _mm512_dpbf16_ps,
-        _mm512_loadu_si512, _mm512_mask_storeu_ps, _mm512_maskz_loadu_epi16, _mm512_mul_ps,
-        _mm512_set1_ps, _mm512_setzero_ps,
+        __m512, __mmask16, __mmask32, _mm512_mask_storeu_ps, _mm512_mul_ps, _mm512_set1_ps,
+        _mm512_setzero_ps,
     };
     let rem = d % 32;
     let tail: __mmask32 = if rem == 0 { !0 } else { (1u32 << rem) - 1 };
+    // SAFETY: per the contract (`dp_block` reads only the d elements of each row).
+    unsafe {
+        let sv = _mm512_set1_ps(scale);
+        // Heads in threes (the query vectors of three heads and the twelve sums of a 3 x 4
+        // tile fit the 32 registers for d <= 128), keys in blocks of 16 (one lane transpose
+        // per head): each key vector is loaded once per three heads instead of once per head.
+        let ht = if NV <= 4 { 3 } else { 1 };
+        let mut acc = [[_mm512_setzero_ps(); 16]; 3];
+        let mut jb = 0;
+        while jb < n {
+            let nb = (n - jb).min(16);
+            let kb = k.add(jb * ks);
+            let mut h0 = 0;
+            while h0 < grp {
+                let hc = (grp - h0).min(ht);
+                let (qh, a) = (q.add(h0 * d), acc.as_mut_ptr() as *mut __m512);
+                match hc {
+                    3 => dp_block::<NV, MASKED, 3>(qh, kb, ks, d, nb, tail, a),
+                    2 => dp_block::<NV, MASKED, 2>(qh, kb, ks, d, nb, tail, a),
+                    _ => dp_block::<NV, MASKED, 1>(qh, kb, ks, d, nb, tail, a),
+                }
+                for (h, sums) in acc.iter().enumerate().take(hc) {
+                    let r = _mm512_mul_ps(crate::kernels::cpu::sgemm_nt::reduce16(sums), sv);
+                    let o = out.add((h0 + h) * ldo + jb);
+                    _mm512_mask_storeu_ps(o, ((1u32 << nb) - 1) as __mmask16, r);
+                }
+                h0 += hc;
+            }
+            jb += nb;
+        }
+    }
+}
+
+/// For `HT` query rows (`q`, `d` apart) and `nb <= 16` keys (`k`, `ks` apart): key `t`'s
+/// partial dot-product vector with row `h` into `acc[h * 16 + t]` (lanes still to be summed),
+/// keys in tiles of 4 so that `HT * 4` sums stay in registers while each key vector is loaded
+/// once for the `HT` rows. Not inlined: inside its caller the sums were spilled to the stack.
+///
+/// # Safety
+/// As `scores_bf16_dp`; `acc` holds `HT * 16` vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn dp_block<const NV: usize, const MASKED: bool, const HT: usize>(
+    q: *const bf16,
+    k: *const bf16,
+    ks: usize,
+    d: usize,
+    nb: usize,
+    tail: std::arch::x86_64::__mmask32,
+    acc: *mut std::arch::x86_64::__m512,
+) {
+    use std::arch::x86_64::{
+        __m512bh, _mm512_dpbf16_ps, _mm512_loadu_si512, _mm512_maskz_loadu_epi16, _mm512_setzero_ps,
+    };
     // SAFETY: per the contract; masked loads read only the d elements of each row.
     unsafe {
         let ld = |p: *const bf16, v: usize| -> __m512bh {
@@ -379,49 +434,29 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
                 _mm512_loadu_si512(p.add(32 * v) as *const _)
             })
         };
-        let sv = _mm512_set1_ps(scale);
-        for hh in 0..grp {
-            let qrow = q.add(hh * d);
-            let qv: [__m512bh; NV] = std::array::from_fn(|v| ld(qrow, v));
-            let mut jb = 0;
-            while jb < n {
-                let nb = (n - jb).min(16);
-                let mut acc = [_mm512_setzero_ps(); 16];
-                if nb == 16 {
-                    for (t, a) in acc.iter_mut().enumerate() {
-                        let row = k.add((jb + t) * ks);
-                        *a = dot_dp::<NV>(&qv, |v| ld(row, v));
-                    }
-                } else {
-                    for (t, a) in acc.iter_mut().enumerate().take(nb) {
-                        let row = k.add((jb + t) * ks);
-                        *a = dot_dp::<NV>(&qv, |v| ld(row, v));
+        let qv: [[__m512bh; NV]; HT] =
+            std::array::from_fn(|h| std::array::from_fn(|v| ld(q.add(h * d), v)));
+        let mut t0 = 0;
+        while t0 < nb {
+            let nt = (nb - t0).min(4);
+            let mut a = [[_mm512_setzero_ps(); 4]; HT];
+            for t in 0..4 {
+                if t < nt {
+                    let row = k.add((t0 + t) * ks);
+                    for v in 0..NV {
+                        let kv = ld(row, v);
+                        for h in 0..HT {
+                            a[h][t] = _mm512_dpbf16_ps(a[h][t], qv[h][v], kv);
+                        }
                     }
                 }
-                let r = _mm512_mul_ps(crate::kernels::cpu::sgemm_nt::reduce16(&acc), sv);
-                _mm512_mask_storeu_ps(out.add(hh * ldo + jb), ((1u32 << nb) - 1) as __mmask16, r);
-                jb += nb;
             }
-        }
-    }
-
-    /// One key's partial dot-product vector: two accumulator chains over the NV pairs.
-    #[inline(always)]
-    unsafe fn dot_dp<const NV: usize>(
-        qv: &[__m512bh; NV],
-        kv: impl Fn(usize) -> __m512bh,
-    ) -> __m512 {
-        // SAFETY: the enclosing function's features; `kv` reads inside the row.
-        unsafe {
-            let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-            for v in 0..NV {
-                if v % 2 == 0 {
-                    a0 = _mm512_dpbf16_ps(a0, qv[v], kv(v));
-                } else {
-                    a1 = _mm512_dpbf16_ps(a1, qv[v], kv(v));
+            for (h, ah) in a.iter().enumerate() {
+                for (t, x) in ah.iter().enumerate() {
+                    *acc.add(h * 16 + t0 + t) = *x;
                 }
             }
-            _mm512_add_ps(a0, a1)
+            t0 += 4;
         }
     }
 }
