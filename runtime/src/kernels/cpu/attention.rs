@@ -309,9 +309,9 @@ unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
 
 /// Scores of `grp` bf16 query rows (contiguous, `d` each) against `n` bf16 keys (row stride
 /// `ks`) with `vdpbf16ps`: each instruction multiplies 32 bf16 pairs exactly in f32 and adds
-/// them into 16 f32 lanes, so nothing is rounded to bf16 and no key is widened. The query row
-/// stays in registers (`d <= 256`); 16 keys at a time are reduced by one lane transpose, then
-/// scaled: `out[h * ldo + j] = scale * (q_h . k_j)`.
+/// them into 16 f32 lanes, so nothing is rounded to bf16 and no key is widened. The query rows
+/// of up to three heads stay in registers (`dp_block`); 16 keys at a time are reduced by one
+/// lane transpose per head, then scaled: `out[h * ldo + j] = scale * (q_h . k_j)`.
 ///
 /// # Safety
 /// AVX-512 F/BW and AVX512_BF16 present; `d <= 256`; the rows are readable; `out` holds

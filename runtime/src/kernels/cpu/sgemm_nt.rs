@@ -250,26 +250,23 @@ unsafe fn tile_mx4<const MR: usize>(
             mask = (1u32 << (kc - kk)) as u16 - 1;
             step!(part);
         }
-        // row i's four sums are lanes 4i..4i+4 of the reduction of its block of 16
-        let store = |sums: __m512, rows: std::ops::Range<usize>| {
-            let s = _mm512_mul_ps(sums, _mm512_set1_ps(alpha));
-            let sa: [__m128; 4] = [
-                _mm512_extractf32x4_ps::<0>(s),
-                _mm512_extractf32x4_ps::<1>(s),
-                _mm512_extractf32x4_ps::<2>(s),
-                _mm512_extractf32x4_ps::<3>(s),
-            ];
-            for (r, row) in rows.zip(sa) {
-                let cp = c.offset(r as isize * ldc);
-                let v = if read_c {
-                    _mm_fmadd_ps(_mm_loadu_ps(cp), _mm_set1_ps(beta), row)
-                } else {
-                    row
-                };
-                _mm_storeu_ps(cp, v);
-            }
-        };
-        store(reduce16(&acc), 0..MR);
+        // row i's four sums are lanes 4i..4i+4 of the reduction
+        let s = _mm512_mul_ps(reduce16(&acc), _mm512_set1_ps(alpha));
+        let sa: [__m128; 4] = [
+            _mm512_extractf32x4_ps::<0>(s),
+            _mm512_extractf32x4_ps::<1>(s),
+            _mm512_extractf32x4_ps::<2>(s),
+            _mm512_extractf32x4_ps::<3>(s),
+        ];
+        for (i, row) in sa.iter().enumerate().take(MR) {
+            let cp = c.offset(i as isize * ldc);
+            let v = if read_c {
+                _mm_fmadd_ps(_mm_loadu_ps(cp), _mm_set1_ps(beta), *row)
+            } else {
+                *row
+            };
+            _mm_storeu_ps(cp, v);
+        }
     }
 }
 
@@ -680,8 +677,9 @@ mod tests {
         }
     }
 
-    /// Every row tiling (4-row tiles, the 5- and 6-row tiles, edge tiles), column edges, K
-    /// tails and blocks, padded strides, alpha and beta, against an f64 reference.
+    /// Every row tiling (4-row tiles, trailing 5-6 rows as 3 + 2/3, tiles of 1-3 rows, edge
+    /// tiles), column edges, K tails and blocks, padded strides, alpha and beta, against an
+    /// f64 reference.
     #[test]
     fn tiles_of_every_shape_match_a_reference() {
         if !available() {
