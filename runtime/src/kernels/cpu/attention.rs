@@ -8,6 +8,7 @@
 //! (max, sum, weighted values) afterwards, as flash-decoding does.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use half::{bf16, f16};
 
@@ -856,9 +857,9 @@ pub unsafe fn self_attention<T: Elem>(
 ) {
     let grp = dm.h / dm.hk;
     let rows = dm.hk * dm.l;
-    // Work items are (query row, key chunk), each looping over the KV heads, so a chunk's K
-    // and V rows (interleaved by KV head) are read as sequential streams. Keys are split only
-    // when there are too few query rows to keep the threads busy.
+    // Work items are (KV head, query row, key chunk), run in (row, chunk, head) order, so the
+    // threads read the KV heads of the same keys together. Keys are split only when there are
+    // too few query rows to keep the threads busy.
     let t = threads();
     let chunks = if dm.l >= 2 * t || dm.s < 512 {
         1
@@ -932,20 +933,31 @@ pub unsafe fn self_attention<T: Elem>(
     };
     let cost = dm.s * (dm.d + dm.dv) * grp * 4;
     let pairs = dm.l * chunks;
-    let all_heads = |p: usize, s: &mut Vec<f32>, l: &mut Vec<f32>| {
+    // Items in (query row, chunk, KV head) order: `ordered(n)` runs the n-th.
+    let total = pairs * dm.hk;
+    let ordered = |n: usize, s: &mut Vec<f32>, l: &mut Vec<f32>| {
+        let (p, g) = (n / dm.hk, n % dm.hk);
         let (i, c) = (p / chunks, p % chunks);
-        for g in 0..dm.hk {
-            work((g * dm.l + i) * chunks + c, s, l);
-        }
+        work((g * dm.l + i) * chunks + c, s, l);
     };
     if pairs == 1 || t <= 1 || items * cost < 256 * 1024 {
-        with_scratch(|s, l| (0..pairs).for_each(|p| all_heads(p, s, l)));
+        with_scratch(|s, l| (0..total).for_each(|n| ordered(n, s, l)));
     } else {
+        // Every thread takes the next item from a shared counter: the threads work on the KV
+        // heads of the same keys at the same time, so both stream the same region of K and V
+        // (cold decode 0.87-0.91x the time against one stealable job per chunk, performance
+        // log), and a thread that runs slower takes fewer items.
+        let next = AtomicUsize::new(0);
         super::install(|| {
-            (0..pairs)
-                .into_par_iter()
-                .with_max_len(1) // one stealable job per item, as in `par_ranges`
-                .for_each(|p| with_scratch(|s, l| all_heads(p, s, l)))
+            (0..t).into_par_iter().with_max_len(1).for_each(|_| {
+                with_scratch(|s, l| loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= total {
+                        break;
+                    }
+                    ordered(n, s, l);
+                })
+            })
         });
     }
     if chunks > 1 {
