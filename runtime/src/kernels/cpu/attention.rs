@@ -366,7 +366,6 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
 ) {
     use std::arch::x86_64::{
         __m512, __mmask16, __mmask32, _mm512_mask_storeu_ps, _mm512_mul_ps, _mm512_set1_ps,
-        _mm512_setzero_ps,
     };
     let rem = d % 32;
     let tail: __mmask32 = if rem == 0 { !0 } else { (1u32 << rem) - 1 };
@@ -377,7 +376,10 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
         // tile fit the 32 registers for d <= 128), keys in blocks of 16 (one lane transpose
         // per head): each key vector is loaded once per three heads instead of once per head.
         let ht = if NV <= 4 { 3 } else { 1 };
-        let mut acc = [[_mm512_setzero_ps(); 16]; 3];
+        // Not zeroed here (a 3 KiB memset per call was 6% of hot decode): `dp_block` writes
+        // all 16 vectors of each row it fills.
+        let mut acc = std::mem::MaybeUninit::<[[__m512; 16]; 3]>::uninit();
+        let a = acc.as_mut_ptr() as *mut __m512;
         let mut jb = 0;
         while jb < n {
             let nb = (n - jb).min(16);
@@ -385,13 +387,15 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
             let mut h0 = 0;
             while h0 < grp {
                 let hc = (grp - h0).min(ht);
-                let (qh, a) = (q.add(h0 * d), acc.as_mut_ptr() as *mut __m512);
+                let qh = q.add(h0 * d);
                 match hc {
                     3 => dp_block::<NV, MASKED, 3>(qh, kb, ks, d, nb, tail, a),
                     2 => dp_block::<NV, MASKED, 2>(qh, kb, ks, d, nb, tail, a),
                     _ => dp_block::<NV, MASKED, 1>(qh, kb, ks, d, nb, tail, a),
                 }
-                for (h, sums) in acc.iter().enumerate().take(hc) {
+                for h in 0..hc {
+                    // row h was written in full by `dp_block`
+                    let sums = &*(a.add(h * 16) as *const [__m512; 16]);
                     let r = _mm512_mul_ps(crate::kernels::cpu::sgemm_nt::reduce16(sums), sv);
                     let o = out.add((h0 + h) * ldo + jb);
                     _mm512_mask_storeu_ps(o, ((1u32 << nb) - 1) as __mmask16, r);
@@ -404,7 +408,8 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
 }
 
 /// For `HT` query rows (`q`, `d` apart) and `nb <= 16` keys (`k`, `ks` apart): key `t`'s
-/// partial dot-product vector with row `h` into `acc[h * 16 + t]` (lanes still to be summed),
+/// partial dot-product vector with row `h` into `acc[h * 16 + t]` (lanes still to be summed;
+/// zeros for `t >= nb`, so that all `HT * 16` vectors are written),
 /// keys in tiles of 4 so that `HT * 4` sums stay in registers while each key vector is loaded
 /// once for the `HT` rows. Not inlined: inside its caller the sums were spilled to the stack.
 ///
@@ -458,6 +463,11 @@ unsafe fn dp_block<const NV: usize, const MASKED: bool, const HT: usize>(
                 }
             }
             t0 += 4;
+        }
+        for h in 0..HT {
+            for t in t0..16 {
+                *acc.add(h * 16 + t) = _mm512_setzero_ps();
+            }
         }
     }
 }
