@@ -561,13 +561,7 @@ unsafe fn item_body<S: Simd, T: Elem>(
         let use_tiles = crate::kernels::cpu::sgemm_nt::available() && n > 0;
         #[cfg(not(target_arch = "x86_64"))]
         let use_tiles = false;
-        #[cfg(target_arch = "x86_64")]
-        let use_dp = is_bf16::<T>()
-            && dm.d <= 256
-            && n > 0
-            && crate::kernels::cpu::gemv::bf16_dot_available();
-        #[cfg(not(target_arch = "x86_64"))]
-        let use_dp = false;
+        let use_dp = n > 0 && scores_by_bf16_dot::<T>(dm.d);
         if use_dp {
             #[cfg(target_arch = "x86_64")]
             for jb in (0..n).step_by(PREFETCH_KEYS) {
@@ -836,21 +830,23 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>) -> R) -> R {
     })
 }
 
-/// Whether `item_body` may widen a chunk's keys into scratch: half types, unless the bf16
-/// dot-product path scores them where they are.
-fn widens_keys<T: Elem>(d: usize) -> bool {
-    if std::mem::size_of::<T>() == 4 {
-        return false;
-    }
+/// Whether `item_body` scores keys of size `d` with `scores_bf16_dp` (bf16 with AVX512_BF16).
+fn scores_by_bf16_dot<T: Elem>(d: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        !(is_bf16::<T>() && d <= 256 && crate::kernels::cpu::gemv::bf16_dot_available())
+        is_bf16::<T>() && d <= 256 && crate::kernels::cpu::gemv::bf16_dot_available()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = d;
         false
     }
+}
+
+/// Whether `item_body` may widen a chunk's keys into scratch: half types, unless the bf16
+/// dot-product path scores them where they are.
+fn widens_keys<T: Elem>(d: usize) -> bool {
+    std::mem::size_of::<T>() != 4 && !scores_by_bf16_dot::<T>(d)
 }
 
 /// Runs causal GQA attention.
