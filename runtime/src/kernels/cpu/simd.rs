@@ -500,7 +500,7 @@ mod x86 {
         fn pack_bf16(self, v: __m512) -> __m256i {
             // In hardware unless a lane is subnormal, which the instruction would flush to zero.
             // SAFETY: AVX-512DQ (and AVX512_BF16 when BF16) present (type invariant).
-            if BF16 && unsafe { _mm512_fpclass_ps_mask::<0x20>(v) } == 0 {
+            if BF16 && unsafe { _mm512_fpclass_ps_mask::<SUBNORMAL>(v) } == 0 {
                 // SAFETY: as above.
                 return unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) };
             }
@@ -524,6 +524,8 @@ mod x86 {
     }
 
     const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    /// `vfpclassps` category: subnormal (denormal) values, which the bf16 conversions flush.
+    const SUBNORMAL: i32 = 0x20;
 
     // SAFETY: a value exists only after detection (see `new_unchecked`); each method is one or a
     // few intrinsics of those features on unaligned pointers the caller vouches for.
@@ -747,7 +749,8 @@ mod x86 {
                 // pair stores keep subnormals): two conversions and one word permutation in
                 // place of ~15 integer instructions (performance log).
                 if BF16
-                    && _mm512_fpclass_ps_mask::<0x20>(even) | _mm512_fpclass_ps_mask::<0x20>(odd)
+                    && _mm512_fpclass_ps_mask::<SUBNORMAL>(even)
+                        | _mm512_fpclass_ps_mask::<SUBNORMAL>(odd)
                         == 0
                 {
                     // words 0..16 = even, 16..32 = odd; word 2i <- i, word 2i + 1 <- 16 + i
