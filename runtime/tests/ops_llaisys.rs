@@ -346,8 +346,8 @@ fn self_attention_decode_and_prefill_with_cache() {
         check_attention(&mut rng, dt, 1, 1500, 12, 2, 128);
         // prefill after a cache: offset S - L = 13, GQA 3:1
         check_attention(&mut rng, dt, 7, 20, 6, 2, 16);
-        // KV rows wider than one band of heads (4 KiB): bands of 8 (f32) or 16 (half) heads,
-        // the last one shorter, in decode and prefill
+        // many KV heads (K/V rows of 24 and 10 heads, 12 KiB and 5 KiB in f32), in decode and
+        // prefill
         check_attention(&mut rng, dt, 1, 300, 48, 24, 128);
         check_attention(&mut rng, dt, 3, 40, 20, 10, 128);
     }
