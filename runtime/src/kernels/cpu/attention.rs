@@ -472,6 +472,225 @@ unsafe fn dp_block<const NV: usize, const MASKED: bool, const HT: usize>(
     }
 }
 
+/// `out[j] = bf16(exp(row[j] - m))` for `j < n` and `out[n] = 0` when `n` is odd (the pair
+/// partner of the last key); returns the sum of the rounded values, so that the weights the
+/// value pass uses and the denominator agree. The rounding (relative error below 2^-9 per
+/// weight) is what lets `pv_dp_tile` multiply two keys per instruction; the reduced-precision
+/// attention kernels of PyTorch (CPU flash attention) and of the GPU libraries round the
+/// probabilities to the input type before the value product in the same way.
+///
+/// # Safety
+/// AVX-512 F/BW/DQ and AVX512_BF16 present; `row` holds `n` floats, `out` `n + 1` bf16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+unsafe fn exp_round_bf16(row: *const f32, n: usize, m: f32, out: *mut u16) -> f32 {
+    use std::arch::x86_64::{
+        __m256i, __mmask16, _mm256_mask_storeu_epi16, _mm512_castsi512_ps, _mm512_cvtepu16_epi32,
+        _mm512_cvtneps_pbh, _mm512_mask_add_ps, _mm512_maskz_loadu_ps, _mm512_reduce_add_ps,
+        _mm512_set1_ps, _mm512_setzero_ps, _mm512_slli_epi32, _mm512_sub_ps,
+    };
+    // SAFETY: per the contract; the masked loads and stores touch only the first n elements.
+    unsafe {
+        let s = super::simd::Avx512::<true>::new_unchecked();
+        let mv = _mm512_set1_ps(m);
+        let mut acc = _mm512_setzero_ps();
+        let mut j = 0;
+        while j < n {
+            let k: __mmask16 = if n - j >= 16 {
+                !0
+            } else {
+                (1u16 << (n - j)) - 1
+            };
+            let e = s.exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row.add(j)), mv));
+            // exp(x - m) <= 1; the instruction flushes results below 2^-126 to zero, and the
+            // sum below adds the values as rounded.
+            let b: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
+            _mm256_mask_storeu_epi16(out.add(j) as *mut i16, k, b);
+            let back = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(b)));
+            acc = _mm512_mask_add_ps(acc, k, acc, back);
+            j += 16;
+        }
+        if n % 2 == 1 {
+            *out.add(n) = 0;
+        }
+        _mm512_reduce_add_ps(acc)
+    }
+}
+
+/// Keys per block of the bf16 weighted-value pass (even: pairs never straddle two blocks).
+const PV_DP_KEYS: usize = 128;
+
+/// The weighted values of `HC` heads with `vdpbf16ps`, two keys per instruction:
+/// `acc[h][d] (+)= sum_j p[h][j] v[j][d]` for the `32 * W` columns from `32 * c0` (the last
+/// chunk partial when `dv % 32 != 0`), keys `0..nk`. `p` rows hold the weights as bf16 pairs
+/// (`exp_round_bf16`), `ps` apart (even); rows of keys `j` and `j + 1` are interleaved
+/// (`vpunpck[lh]wd`) so that each 32-bit lane holds the pair a weight pair multiplies. The
+/// interleave permutes the columns within each 128-bit block; the accumulators are put back in
+/// order (`vpermt2ps`) when stored, and `acc` holds them in order. An odd last key is paired
+/// with zeros (its row is the last one that may be read). `first`: start from zero.
+///
+/// # Safety
+/// As `exp_round_bf16`; `nk` value rows `vs` apart with `dv` readable columns; `p` rows hold
+/// `nk` (rounded up to even) weights; `acc` rows (`acc_stride` apart) hold `dv` floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_dp_tile<const HC: usize, const W: usize>(
+    acc: *mut f32,
+    acc_stride: usize,
+    p: *const u16,
+    ps: usize,
+    v: *const bf16,
+    vs: usize,
+    nk: usize,
+    c0: usize,
+    dv: usize,
+    first: bool,
+) {
+    use std::arch::x86_64::{
+        __m512, __m512bh, __m512i, __mmask16, __mmask32, _mm512_dpbf16_ps, _mm512_loadu_epi32,
+        _mm512_mask_storeu_ps, _mm512_maskz_loadu_epi16, _mm512_maskz_loadu_ps,
+        _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_setzero_ps, _mm512_setzero_si512,
+        _mm512_unpackhi_epi16, _mm512_unpacklo_epi16,
+    };
+    // Lane 4b + i of the low interleave holds column 8b + i, of the high one 8b + 4 + i
+    // (b: the 128-bit block, i < 4).
+    const TO_LO: [i32; 16] = [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27];
+    const TO_HI: [i32; 16] = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31];
+    const FROM0: [i32; 16] = [0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23];
+    const FROM1: [i32; 16] = [8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31];
+    // SAFETY: per the contract; masked loads and stores keep to the dv columns.
+    unsafe {
+        let idx = |t: [i32; 16]| -> __m512i { _mm512_loadu_epi32(t.as_ptr()) };
+        // columns of chunk c0 + u present: bf16 mask (32) and the two f32 halves (16 each)
+        let cols = |u: usize| dv.saturating_sub(32 * (c0 + u)).min(32);
+        let m32 = |u: usize| -> __mmask32 {
+            let c = cols(u);
+            if c == 32 {
+                !0
+            } else {
+                (1u32 << c) - 1
+            }
+        };
+        let m16 = |u: usize, half: usize| -> __mmask16 {
+            let c = cols(u).saturating_sub(16 * half).min(16);
+            if c == 16 {
+                !0
+            } else {
+                ((1u32 << c) - 1) as __mmask16
+            }
+        };
+        let z = _mm512_setzero_ps();
+        let mut a = [[z; 4]; HC];
+        if !first {
+            let (lo, hi) = (idx(TO_LO), idx(TO_HI));
+            for (h, ah) in a.iter_mut().enumerate() {
+                for u in 0..W {
+                    let row = acc.add(h * acc_stride + 32 * (c0 + u));
+                    let n0 = _mm512_maskz_loadu_ps(m16(u, 0), row);
+                    let n1 = _mm512_maskz_loadu_ps(m16(u, 1), row.add(16));
+                    ah[2 * u] = _mm512_permutex2var_ps(n0, lo, n1);
+                    ah[2 * u + 1] = _mm512_permutex2var_ps(n0, hi, n1);
+                }
+            }
+        }
+        let ld = |row: *const bf16, u: usize| -> __m512i {
+            _mm512_maskz_loadu_epi16(m32(u), row.add(32 * (c0 + u)) as *const i16)
+        };
+        let mut j = 0;
+        while j < nk {
+            let r0 = v.add(j * vs);
+            let pair = j + 1 < nk;
+            let mut x = [[_mm512_setzero_si512(); 2]; 2];
+            for u in 0..W {
+                let x0 = ld(r0, u);
+                let x1 = if pair {
+                    ld(r0.add(vs), u)
+                } else {
+                    _mm512_setzero_si512()
+                };
+                x[u] = [_mm512_unpacklo_epi16(x0, x1), _mm512_unpackhi_epi16(x0, x1)];
+            }
+            for (h, ah) in a.iter_mut().enumerate() {
+                let w = std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(
+                    (p.add(h * ps + j) as *const i32).read(),
+                ));
+                for u in 0..W {
+                    let [lo, hi] = x[u].map(|y| std::mem::transmute::<__m512i, __m512bh>(y));
+                    ah[2 * u] = _mm512_dpbf16_ps(ah[2 * u], lo, w);
+                    ah[2 * u + 1] = _mm512_dpbf16_ps(ah[2 * u + 1], hi, w);
+                }
+            }
+            j += 2;
+        }
+        let (f0, f1) = (idx(FROM0), idx(FROM1));
+        for (h, ah) in a.iter().enumerate() {
+            for u in 0..W {
+                let row = acc.add(h * acc_stride + 32 * (c0 + u));
+                let (lo, hi): (__m512, __m512) = (ah[2 * u], ah[2 * u + 1]);
+                _mm512_mask_storeu_ps(row, m16(u, 0), _mm512_permutex2var_ps(lo, f0, hi));
+                _mm512_mask_storeu_ps(row.add(16), m16(u, 1), _mm512_permutex2var_ps(lo, f1, hi));
+            }
+        }
+    }
+}
+
+/// The value pass of a bf16 item on the `vdpbf16ps` path: `acc[h * dv ..]` for the `grp` heads,
+/// weights `p` (bf16 pairs, rows `ps` apart) over keys `0..n` of `v` (rows `vs` apart).
+///
+/// # Safety
+/// As `pv_dp_tile` for all `grp` heads and `dv` columns.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_dp(
+    acc: *mut f32,
+    p: *const u16,
+    ps: usize,
+    v: *const bf16,
+    vs: usize,
+    n: usize,
+    grp: usize,
+    dv: usize,
+) {
+    let chunks = dv.div_ceil(32);
+    // SAFETY: forwarded contract.
+    unsafe {
+        // At least one pass, so that no keys (n == 0) still zero the accumulators.
+        let mut kb0 = 0;
+        loop {
+            let nb = (n - kb0).min(PV_DP_KEYS);
+            let first = kb0 == 0;
+            let vb = v.add(kb0 * vs);
+            let mut h0 = 0;
+            while h0 < grp {
+                let hc = (grp - h0).min(6);
+                let (a, pp) = (acc.add(h0 * dv), p.add(h0 * ps + kb0));
+                let mut c0 = 0;
+                while c0 < chunks {
+                    let w2 = c0 + 2 <= chunks;
+                    macro_rules! tile {
+                        ($($hc:literal)*) => {
+                            match (hc, w2) {
+                                $(($hc, true) => pv_dp_tile::<$hc, 2>(a, dv, pp, ps, vb, vs, nb, c0, dv, first),
+                                  ($hc, false) => pv_dp_tile::<$hc, 1>(a, dv, pp, ps, vb, vs, nb, c0, dv, first),)*
+                                _ => unreachable!(),
+                            }
+                        };
+                    }
+                    tile!(1 2 3 4 5 6);
+                    c0 += if w2 { 2 } else { 1 };
+                }
+                h0 += hc;
+            }
+            kb0 += nb;
+            if kb0 >= n {
+                break;
+            }
+        }
+    }
+}
+
 /// Keys per block of the score pass between prefetches.
 const PREFETCH_KEYS: usize = 16;
 
@@ -562,6 +781,12 @@ unsafe fn item_body<S: Simd, T: Elem>(
         #[cfg(not(target_arch = "x86_64"))]
         let use_tiles = false;
         let use_dp = n > 0 && scores_by_bf16_dot::<T>(dm.d);
+        // bf16 weights of the dp path, after the widened-key region (`grp` rows there):
+        // `grp` rows of `n` rounded up to even
+        #[cfg(target_arch = "x86_64")]
+        let pbs = n + n % 2;
+        #[cfg(target_arch = "x86_64")]
+        let pb = sc.add(grp * n + grp * dm.d) as *mut u16;
         if use_dp {
             #[cfg(target_arch = "x86_64")]
             for jb in (0..n).step_by(PREFETCH_KEYS) {
@@ -713,7 +938,18 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 jj += 1;
             }
             *m.add(hh) = mx;
+            #[cfg(target_arch = "x86_64")]
+            if use_dp {
+                // bf16 weights for the vdpbf16ps value pass (pairs of keys per instruction)
+                *lsum.add(hh) = exp_round_bf16(row, n, mx, pb.add(hh * pbs));
+                continue;
+            }
             *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if use_dp {
+            pv_dp(acc, pb, pbs, vbase as *const bf16, vs, n, grp, dm.dv);
+            return;
         }
         // Weighted values: tiles of W vectors (4 with 32 registers, 2 with 16) for up to 6 heads
         // at once, the columns past the last tile per head.
@@ -898,7 +1134,13 @@ pub unsafe fn self_attention<T: Elem>(
         } else {
             grp
         };
-        let need = grp * dm.d + grp * (j1 - j0) + last * dm.d;
+        // and the bf16 weights of the dp path (`grp` rows of (j1 - j0) rounded up to even)
+        let weights = if scores_by_bf16_dot::<T>(dm.d) {
+            grp * (j1 - j0 + 1) / 2 + 1
+        } else {
+            0
+        };
+        let need = grp * dm.d + grp * (j1 - j0) + last * dm.d + weights;
         if scratch.len() < need {
             scratch.resize(need, 0.0);
         }
@@ -1017,4 +1259,113 @@ named! {
     self_attention_f32 = f32;
     self_attention_f16 = f16;
     self_attention_bf16 = bf16;
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// The bf16 value pass (`exp_round_bf16` + `pv_dp`) against f64 sums of the same rounded
+    /// weights: head counts around the 6-head tiles, odd key counts (the last key paired with
+    /// zeros), key blocks past `PV_DP_KEYS`, partial 32-column chunks, strided value rows, and
+    /// no keys at all (the accumulators still zeroed).
+    #[test]
+    fn bf16_value_pass_matches_a_reference() {
+        if !crate::kernels::cpu::gemv::bf16_dot_available() {
+            eprintln!("skipped: no AVX512_BF16 on this CPU");
+            return;
+        }
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+        };
+        for &(grp, n, dv, pad) in &[
+            (1usize, 1usize, 32usize, 0usize),
+            (6, 300, 128, 128),
+            (7, 129, 24, 8),
+            (3, 2, 72, 0),
+            (4, 257, 136, 40),
+            (2, 0, 64, 0),
+            (8, 31, 16, 0),
+            (5, 128, 200, 56),
+        ] {
+            let vs = dv + pad;
+            let scores: Vec<f32> = (0..grp * n).map(|_| (rnd() * 6.0) as f32).collect();
+            // NaN in every element the pass must not read (row padding, past the last key): a
+            // read of one, even with weight zero, shows in the sums
+            let vals: Vec<bf16> = (0..(n + 1) * vs + 64)
+                .map(|e| {
+                    let x = bf16::from_f64(rnd() * 3.0);
+                    if e % vs < dv && e / vs < n {
+                        x
+                    } else {
+                        bf16::NAN
+                    }
+                })
+                .collect();
+            let pbs = n + n % 2;
+            let mut pb = vec![0xffffu16; grp * pbs + 2];
+            let mut lsum = vec![0f32; grp];
+            for h in 0..grp {
+                let row = &scores[h * n..(h + 1) * n];
+                let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                // SAFETY: AVX512_BF16 checked; n scores, n + 1 weights.
+                lsum[h] =
+                    unsafe { exp_round_bf16(row.as_ptr(), n, m, pb.as_mut_ptr().add(h * pbs)) };
+                let mut want_sum = 0f64;
+                for (j, x) in row.iter().enumerate() {
+                    let got = bf16::from_bits(pb[h * pbs + j]).to_f64();
+                    let exact = ((x - m) as f64).exp();
+                    let err = (got - exact).abs();
+                    assert!(
+                        err <= exact * 2f64.powi(-8),
+                        "weight {h},{j}: {got} vs {exact}"
+                    );
+                    want_sum += got;
+                }
+                if n % 2 == 1 {
+                    assert_eq!(pb[h * pbs + n], 0, "pair padding of head {h}");
+                }
+                let rel = (lsum[h] as f64 - want_sum).abs() / want_sum.max(1e-30);
+                assert!(
+                    n == 0 || rel < 1e-6,
+                    "sum of head {h}: {} vs {want_sum}",
+                    lsum[h]
+                );
+            }
+            let mut acc = vec![f32::NAN; grp * dv];
+            // SAFETY: buffers sized as the contract asks.
+            unsafe {
+                pv_dp(
+                    acc.as_mut_ptr(),
+                    pb.as_ptr(),
+                    pbs,
+                    vals.as_ptr(),
+                    vs,
+                    n,
+                    grp,
+                    dv,
+                );
+            }
+            for h in 0..grp {
+                for t in 0..dv {
+                    let (mut want, mut mag) = (0f64, 0f64);
+                    for j in 0..n {
+                        let w = bf16::from_bits(pb[h * pbs + j]).to_f64();
+                        let x = vals[j * vs + t].to_f64();
+                        want += w * x;
+                        mag += (w * x).abs();
+                    }
+                    let got = acc[h * dv + t] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-6 * mag + 1e-30,
+                        "grp {grp} n {n} dv {dv}: acc[{h}][{t}] = {got}, want {want}"
+                    );
+                }
+            }
+        }
+    }
 }

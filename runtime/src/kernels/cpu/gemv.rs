@@ -304,15 +304,13 @@ named! {
     gemv_bf16 = bf16;
 }
 
-/// Whether the AVX-512 BF16 dot-product GEMV can run (AVX-512 level selected and the CPU has
-/// `avx512_bf16`).
+/// Whether the `vdpbf16ps` paths (this GEMV, attention's bf16 scores and values) can run: the
+/// AVX512_BF16 level is in use (the CPU has it and `ANYFFI_SIMD=avx512` did not turn it off,
+/// so that the AVX-512 paths without it can be tested here).
 pub fn bf16_dot_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::sync::OnceLock;
-        static HAS: OnceLock<bool> = OnceLock::new();
-        super::simd::level() >= super::simd::Level::Avx512
-            && *HAS.get_or_init(|| is_x86_feature_detected!("avx512bf16"))
+        super::simd::level() >= super::simd::Level::Avx512Bf16
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
