@@ -134,7 +134,13 @@ fn shape_dtype_rank_errors() {
     expect_err(
         call("ops.add", &[i.view(), i.view(), i.view()]),
         "TypeError",
-        &["ops.add", "`c`", "int64", "supported"],
+        &["ops.add", "`a`", "int64", "supported"],
+    );
+    // float32 inputs into a float16 output: the output is the odd one out
+    expect_err(
+        call("ops.add", &[h.view(), a.view(), c.view()]),
+        "TypeError",
+        &["ops.add: `c` must have the dtype of `a` (float32), got float16"],
     );
     // argmax: wrong rank and wrong index dtype
     let v2 = HostTensor::new(&[2, 3], Dt::F32);
@@ -476,7 +482,70 @@ fn plan_cache_capacity_function() {
     assert_eq!(y1.get(), y2.get());
     expect_err(
         call("ops.plan_cache_capacity", &[AnyView::from(-1i64)]),
-        "TypeError",
-        &["capacity"],
+        "ValueError",
+        &["ops.plan_cache_capacity", "`capacity`", "got -1"],
     );
+    expect_err(
+        call("ops.plan_cache_capacity", &[AnyView::from(1.5)]),
+        "TypeError",
+        &["ops.plan_cache_capacity", "`capacity`", "float"],
+    );
+}
+
+/// Shapes whose element count overflows, and sub-byte element types, are refused before any
+/// kernel runs; empty tensors with zero strides (numpy's) are accepted by ops that want unit
+/// last strides.
+#[test]
+fn absurd_shapes_sub_byte_dtypes_and_empty_zero_strides() {
+    use tvm_ffi::anyffi::abi::{kDLInt, DLDataType};
+    let c = HostTensor::new(&[2, 3], Dt::F32);
+    let mut a = HostTensor::new(&[2, 3], Dt::F32);
+    a.shape[0] = 1 << 32;
+    a.shape[1] = 1 << 32;
+    expect_err(
+        call("ops.add", &[c.view(), a.view(), c.view()]),
+        "ValueError",
+        &[
+            "ops.add",
+            "`a`",
+            "(4294967296, 4294967296)",
+            "address space",
+        ],
+    );
+    a.shape[0] = 0; // an empty tensor, whatever its other dimensions
+    expect_err(
+        call("ops.add", &[c.view(), a.view(), c.view()]),
+        "ValueError",
+        &["ops.add", "`a`", "must have the shape of"],
+    );
+    let (mut o, mut x) = (
+        HostTensor::new(&[4], Dt::F32),
+        HostTensor::new(&[4], Dt::F32),
+    );
+    for t in [&mut o, &mut x] {
+        t.dl.dtype = DLDataType {
+            code: kDLInt,
+            bits: 4,
+            lanes: 1,
+        };
+    }
+    expect_err(
+        call("ops.rearrange", &[o.view(), x.view()]),
+        "TypeError",
+        &["ops.rearrange", "`out`", "int4", "whole-byte"],
+    );
+    let (mut y, mut x) = (
+        HostTensor::new(&[0, 8], Dt::F32),
+        HostTensor::new(&[0, 8], Dt::F32),
+    );
+    for t in [&mut y, &mut x] {
+        t.strides[0] = 0;
+        t.strides[1] = 0;
+    }
+    let w = HostTensor::new(&[8], Dt::F32);
+    call(
+        "ops.rms_norm",
+        &[y.view(), x.view(), w.view(), AnyView::from(1e-5)],
+    )
+    .unwrap();
 }

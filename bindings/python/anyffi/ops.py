@@ -21,15 +21,41 @@ from .tensor import Tensor, check_writable, from_dlpack
 api = GlobalFunctions("ops")
 
 
-def _meta(x: Any) -> tuple[tuple[int, ...], dtype, Device, Any]:
-    """(shape, dtype, device, the value to pass) of a tensor-like input."""
+def _check(op: str, name: str, x: Any) -> None:
+    """TypeError naming the op and the argument unless ``x`` is tensor-like."""
+    if not isinstance(x, Tensor) and not hasattr(x, "__dlpack__") and type(x).__name__ != "PyCapsule":
+        raise TypeError(
+            f"anyffi.ops.{op}: `{name}` must be an anyffi.Tensor, a numpy array or a DLPack "
+            f"producer, got {type(x).__name__}"
+        )
+
+
+def _meta(op: str, name: str, x: Any) -> tuple[tuple[int, ...], dtype, Device, Any]:
+    """(shape, dtype, device, the value to pass) of the tensor-like argument ``name``."""
     if isinstance(x, Tensor):
         return x.shape, x.dtype, x.device, x
-    mod = type(x).__module__
-    if mod == "numpy":
+    _check(op, name, x)
+    if type(x).__module__ == "numpy":
         return tuple(x.shape), dtype(x.dtype.name), cpu, x
     t = from_dlpack(x)
     return t.shape, t.dtype, t.device, t
+
+
+def _ndim(op: str, name: str, shape: tuple[int, ...], *allowed: int) -> None:
+    """ValueError unless ``shape`` has one of the ``allowed`` ranks."""
+    if len(shape) not in allowed:
+        want = " or ".join(f"{n}-D" for n in allowed)
+        raise ValueError(f"anyffi.ops.{op}: `{name}` must be {want}, got shape {shape}")
+
+
+def _number(op: str, name: str, x: Any) -> float:
+    """``x`` as a Python float, or a TypeError naming the argument."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
+        raise TypeError(f"anyffi.ops.{op}: `{name}` must be a number, got {type(x).__name__}")
+    try:
+        return float(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"anyffi.ops.{op}: `{name}` must be a number, got {type(x).__name__}") from e
 
 
 def _out(op: str, out: Optional[Any], shape, dt, dev) -> Any:
@@ -45,7 +71,8 @@ def _op(name: str):
 
 def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
     """``a + b`` element-wise (same shape and dtype)."""
-    shape, dt, dev, a = _meta(a)
+    shape, dt, dev, a = _meta("add", "a", a)
+    _check("add", "b", b)
     out = _out("add", out, shape, dt, dev)
     _op("add")(out, a, b)
     return out
@@ -53,7 +80,7 @@ def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
 
 def argmax(vals: Any, out: Optional[tuple[Any, Any]] = None) -> tuple[Any, Any]:
     """``(max_idx, max_val)`` of a 1-D tensor: int64 ``[1]`` and ``[1]`` of its dtype."""
-    _, dt, dev, vals = _meta(vals)
+    _, dt, dev, vals = _meta("argmax", "vals", vals)
     if out is None:
         max_idx, max_val = runtime.empty((1,), "int64", dev), runtime.empty((1,), dt, dev)
     else:
@@ -66,25 +93,32 @@ def argmax(vals: Any, out: Optional[tuple[Any, Any]] = None) -> tuple[Any, Any]:
 
 def embedding(index: Any, weight: Any, out: Optional[Any] = None) -> Any:
     """Rows of ``weight`` [V, d] picked by ``index`` (int64 [n]) -> [n, d]."""
-    ishape, _, _, index = _meta(index)
-    wshape, dt, dev, weight = _meta(weight)
+    ishape, _, _, index = _meta("embedding", "index", index)
+    wshape, dt, dev, weight = _meta("embedding", "weight", weight)
+    _ndim("embedding", "index", ishape, 1)
+    _ndim("embedding", "weight", wshape, 2)
     out = _out("embedding", out, (ishape[0], wshape[1]), dt, dev)
     _op("embedding")(out, index, weight)
     return out
 
 
 def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> Any:
-    """``x @ weight.T + bias``: x [m, k], weight [n, k], bias [n] or None -> [m, n]."""
-    xshape, dt, dev, x = _meta(x)
-    wshape, _, _, weight = _meta(weight)
-    out = _out("linear", out, (xshape[0], wshape[0]), dt, dev)
+    """``x @ weight.T + bias``: x [..., k], weight [n, k], bias [n] or None -> [..., n]."""
+    xshape, dt, dev, x = _meta("linear", "x", x)
+    wshape, _, _, weight = _meta("linear", "weight", weight)
+    if bias is not None:
+        _check("linear", "bias", bias)
+    if not xshape:
+        raise ValueError(f"anyffi.ops.linear: `x` must have at least 1 dimension, got shape {xshape}")
+    _ndim("linear", "weight", wshape, 2)
+    out = _out("linear", out, xshape[:-1] + (wshape[0],), dt, dev)
     _op("linear")(out, x, weight, bias)
     return out
 
 
 def rearrange(x: Any, out: Optional[Any] = None) -> Any:
     """A contiguous copy of ``x`` (or a strided copy into ``out``)."""
-    shape, dt, dev, x = _meta(x)
+    shape, dt, dev, x = _meta("rearrange", "x", x)
     out = _out("rearrange", out, shape, dt, dev)
     _op("rearrange")(out, x)
     return out
@@ -92,44 +126,69 @@ def rearrange(x: Any, out: Optional[Any] = None) -> Any:
 
 def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) -> Any:
     """Row-wise RMS normalisation over the last dimension, scaled by ``weight``."""
-    shape, dt, dev, x = _meta(x)
+    shape, dt, dev, x = _meta("rms_norm", "x", x)
+    _check("rms_norm", "weight", weight)
+    eps = _number("rms_norm", "eps", eps)
     out = _out("rms_norm", out, shape, dt, dev)
-    _op("rms_norm")(out, x, weight, float(eps))
+    _op("rms_norm")(out, x, weight, eps)
     return out
 
 
 def rope(x: Any, pos_ids: Any, theta: float = 10000.0, out: Optional[Any] = None) -> Any:
     """Rotary position embedding of ``x`` [seq, nhead, d] at positions ``pos_ids`` (int64 [seq])."""
-    shape, dt, dev, x = _meta(x)
+    shape, dt, dev, x = _meta("rope", "x", x)
+    _check("rope", "pos_ids", pos_ids)
+    theta = _number("rope", "theta", theta)
     out = _out("rope", out, shape, dt, dev)
-    _op("rope")(out, x, pos_ids, float(theta))
+    _op("rope")(out, x, pos_ids, theta)
     return out
 
 
 def self_attention(q: Any, k: Any, v: Any, scale: Optional[float] = None, out: Optional[Any] = None) -> Any:
     """Causal attention: q [seq, nh, d], k [total, nkvh, d], v [total, nkvh, dv] -> [seq, nh, dv]."""
-    qshape, dt, dev, q = _meta(q)
-    _, _, _, k = _meta(k)
-    vshape, _, _, v = _meta(v)
+    qshape, dt, dev, q = _meta("self_attention", "q", q)
+    kshape, _, _, k = _meta("self_attention", "k", k)
+    vshape, _, _, v = _meta("self_attention", "v", v)
+    for name, shape in (("q", qshape), ("k", kshape), ("v", vshape)):
+        _ndim("self_attention", name, shape, 3)
     if scale is None:
-        scale = 1.0 / math.sqrt(qshape[-1])
+        scale = 1.0 / math.sqrt(qshape[-1]) if qshape[-1] > 0 else 1.0
+    scale = _number("self_attention", "scale", scale)
     out = _out("self_attention", out, (qshape[0], qshape[1], vshape[-1]), dt, dev)
-    _op("self_attention")(out, q, k, v, float(scale))
+    _op("self_attention")(out, q, k, v, scale)
     return out
 
 
 def swiglu(gate: Any, up: Any, out: Optional[Any] = None) -> Any:
     """``up * silu(gate)`` element-wise."""
-    shape, dt, dev, gate = _meta(gate)
+    shape, dt, dev, gate = _meta("swiglu", "gate", gate)
+    _check("swiglu", "up", up)
     out = _out("swiglu", out, shape, dt, dev)
     _op("swiglu")(out, gate, up)
     return out
 
 
 def gemm(a: Any, b: Any, alpha: float = 1.0, beta: float = 0.0, out: Optional[Any] = None) -> Any:
-    """``out = alpha * a @ b + beta * out``: a [..., m, k], b [..., k, n] -> [..., m, n]."""
-    ashape, dt, dev, a = _meta(a)
-    bshape, _, _, b = _meta(b)
-    out = _out("gemm", out, ashape[:-1] + (bshape[-1],), dt, dev)
-    _op("gemm")(out, a, b, float(alpha), float(beta))
+    """``out = alpha * a @ b + beta * out``: a [m, k] or [batch, m, k], b [k, n] or
+    [batch, k, n] -> [m, n] or [batch, m, n]; a batch of 1, or a 2-D operand, is broadcast
+    against the other's batch, as in ``numpy.matmul``."""
+    ashape, dt, dev, a = _meta("gemm", "a", a)
+    bshape, _, _, b = _meta("gemm", "b", b)
+    _ndim("gemm", "a", ashape, 2, 3)
+    _ndim("gemm", "b", bshape, 2, 3)
+    alpha = _number("gemm", "alpha", alpha)
+    beta = _number("gemm", "beta", beta)
+    batches = [s[0] for s in (ashape, bshape) if len(s) == 3]
+    mn = (ashape[-2], bshape[-1])
+    if not batches:
+        shape = mn
+    else:
+        big = [n for n in batches if n != 1]
+        if len(set(big)) > 1:
+            raise ValueError(
+                f"anyffi.ops.gemm: the batch dimensions of `a` {ashape} and `b` {bshape} do not broadcast"
+            )
+        shape = (big[0] if big else 1,) + mn
+    out = _out("gemm", out, shape, dt, dev)
+    _op("gemm")(out, a, b, alpha, beta)
     return out

@@ -204,3 +204,55 @@ def test_missing_runtime_global_names_itself():
         pytest.skip("the runtime is present")
     with pytest.raises(NotImplementedError, match="runtime.empty"):
         runtime.empty((2,), "float32")
+
+
+@needs_global("runtime.empty", "ops.linear", "ops.gemm")
+def test_wrappers_allocate_outputs_of_every_supported_rank():
+    # linear on [..., k] inputs, gemm broadcasting a 2-D or batch-1 operand as numpy.matmul does
+    x, w = rand(2, 3, 4), rand(5, 4)
+    np.testing.assert_allclose(ops.linear(x, w).numpy(), x @ w.T, rtol=1e-5, atol=1e-5)
+    a2, a1, b = rand(2, 3), rand(1, 2, 3), rand(4, 3, 5)
+    for a in (a2, a1):
+        got = ops.gemm(a, b).numpy()
+        assert got.shape == (4, 2, 5)
+        np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+    got = ops.gemm(rand(4, 2, 3), rand(3, 5)).numpy()
+    assert got.shape == (4, 2, 5)
+    with pytest.raises(ValueError, match=r"ops\.gemm.*do not broadcast"):
+        ops.gemm(rand(3, 2, 3), b)
+
+
+@needs_global("runtime.empty", "ops.linear", "ops.rms_norm", "ops.rope", "ops.add")
+def test_empty_numpy_arrays():
+    # numpy gives empty arrays zero strides; there is nothing to read, so they are accepted
+    z = np.zeros((0, 8), dtype="float32")
+    assert z.strides == (0, 0) or z.size == 0
+    assert ops.rms_norm(z, rand(8)).shape == (0, 8)
+    assert ops.linear(np.zeros((0, 4), "float32"), rand(3, 4)).shape == (0, 3)
+    assert ops.linear(rand(2, 4), np.zeros((0, 4), "float32")).shape == (2, 0)
+    assert ops.rope(np.zeros((0, 2, 4), "float32"), np.zeros(0, "int64")).shape == (0, 2, 4)
+    assert ops.add(z, z).shape == (0, 8)
+
+
+@needs_global("runtime.empty", "ops.add", "ops.argmax", "ops.embedding", "ops.linear",
+              "ops.self_attention", "ops.gemm", "ops.rms_norm", "ops.rope", "ops.swiglu")
+def test_wrapper_errors_name_the_op_and_the_argument():
+    x, w = rand(2, 3, 4), rand(5, 4)
+    cases = [
+        (TypeError, lambda: ops.add(None, x), r"ops\.add: `a`.*NoneType"),
+        (TypeError, lambda: ops.add(x, [1.0]), r"ops\.add: `b`.*list"),
+        (TypeError, lambda: ops.argmax([1.0, 2.0]), r"ops\.argmax: `vals`"),
+        (TypeError, lambda: ops.swiglu(x, None), r"ops\.swiglu: `up`"),
+        (TypeError, lambda: ops.rope(x, None), r"ops\.rope: `pos_ids`"),
+        (ValueError, lambda: ops.embedding(np.zeros((), "int64"), w), r"ops\.embedding: `index` must be 1-D"),
+        (ValueError, lambda: ops.embedding(np.zeros(2, "int64"), rand(5)), r"ops\.embedding: `weight` must be 2-D"),
+        (ValueError, lambda: ops.linear(np.zeros((), "float32"), w), r"ops\.linear: `x`"),
+        (ValueError, lambda: ops.self_attention(np.zeros((), "float32"), x, x), r"ops\.self_attention: `q` must be 3-D"),
+        (ValueError, lambda: ops.gemm(rand(2, 3), np.zeros((), "float32")), r"ops\.gemm: `b` must be 2-D or 3-D"),
+        (TypeError, lambda: ops.self_attention(x, x, x, scale="a"), r"ops\.self_attention: `scale` must be a number"),
+        (TypeError, lambda: ops.rms_norm(x, rand(4), eps=None), r"ops\.rms_norm: `eps` must be a number"),
+        (TypeError, lambda: ops.gemm(rand(2, 3), rand(3, 2), alpha="x"), r"ops\.gemm: `alpha`"),
+    ]
+    for kind, call, pattern in cases:
+        with pytest.raises(kind, match=pattern):
+            call()

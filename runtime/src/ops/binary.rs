@@ -32,11 +32,12 @@ pub(super) fn call(
     let c = tensor_arg(op, args, 0, names[0])?;
     let a = tensor_arg(op, args, 1, names[1])?;
     let b = tensor_arg(op, args, 2, names[2])?;
-    c.expect_float()?;
-    a.expect_same_dtype(&c)?;
-    b.expect_same_dtype(&c)?;
-    a.expect_same_shape(&c)?;
-    b.expect_same_shape(&c)?;
+    // inputs first, then the output against them: a float16 `c` for float32 inputs blames `c`
+    a.expect_float()?;
+    b.expect_same_dtype(&a)?;
+    c.expect_same_dtype(&a)?;
+    b.expect_same_shape(&a)?;
+    c.expect_same_shape(&a)?;
     c.expect_same_or_disjoint(&a)?;
     c.expect_same_or_disjoint(&b)?;
     let tg = target(op, &[&c, &a, &b])?;

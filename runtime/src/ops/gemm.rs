@@ -128,9 +128,9 @@ fn plan(
     alpha: f32,
     beta: f32,
 ) -> Result<Plan> {
-    c.expect_float()?;
-    a.expect_same_dtype(c)?;
-    b.expect_same_dtype(c)?;
+    a.expect_float()?;
+    b.expect_same_dtype(a)?;
+    c.expect_same_dtype(a)?;
     if !matches!(c.ndim(), 2 | 3) {
         return Err(Error::value_error(format!(
             "{OP}: `c` must be 2-D [M, N] or 3-D [B, M, N], got shape {}",

@@ -53,12 +53,20 @@ pub fn register_ops() -> Result<()> {
         "ops.plan_cache_capacity",
         |args| {
             let cap = match args {
-                [c] => c.as_i64().filter(|&c| c >= 0).ok_or_else(|| {
-                    Error::type_error(format!(
-                        "ops.plan_cache_capacity: `capacity` must be an int >= 0, got {}",
-                        c.type_key()
-                    ))
-                })?,
+                [c] => match c.as_i64() {
+                    Some(n) if n >= 0 => n,
+                    Some(n) => {
+                        return Err(Error::value_error(format!(
+                            "ops.plan_cache_capacity: `capacity` must be >= 0, got {n}"
+                        )))
+                    }
+                    None => {
+                        return Err(Error::type_error(format!(
+                            "ops.plan_cache_capacity: `capacity` must be an int >= 0, got {}",
+                            c.type_key()
+                        )))
+                    }
+                },
                 _ => {
                     return Err(Error::type_error(format!(
                         "ops.plan_cache_capacity: expected 1 argument (capacity), got {}",
@@ -205,6 +213,10 @@ impl<'a> TensorArg<'a> {
 
     /// ValueError unless the last dimension has stride 1 (size-1 last dims pass).
     pub fn expect_unit_last_stride(&self) -> Result<()> {
+        if self.numel() == 0 {
+            // nothing to read or write (numpy gives empty arrays zero strides)
+            return Ok(());
+        }
         if let (Some(&n), Some(&s)) = (self.shape.last(), self.strides().last()) {
             if n > 1 && s != 1 {
                 return Err(Error::value_error(format!(
@@ -423,6 +435,29 @@ pub(crate) fn tensor_arg<'a>(
             tuple(shape)
         )));
     }
+    if t.dtype.bits == 0 || t.dtype.bits % 8 != 0 || t.dtype.lanes == 0 {
+        return Err(Error::type_error(format!(
+            "{op}: `{name}` has dtype {}; ops take whole-byte element types",
+            crate::args::dtype_name(t.dtype)
+        )));
+    }
+    let dtype = DType::from_dl(t.dtype);
+    let esize = dtype_bytes(t.dtype);
+    let numel = if shape.contains(&0) {
+        Some(0)
+    } else {
+        shape.iter().try_fold(1i64, |acc, &n| acc.checked_mul(n))
+    }
+    .filter(|&n| {
+        n.checked_mul(esize as i64)
+            .is_some_and(|b| b <= isize::MAX as i64)
+    })
+    .ok_or_else(|| {
+        Error::value_error(format!(
+            "{op}: `{name}` has shape {}, more bytes than an address space holds",
+            tuple(shape)
+        ))
+    })?;
     let mut strides_buf = [0i64; MAX_NDIM];
     if nd > 0 && !t.strides.is_null() {
         // SAFETY: DLPack: strides, when present, hold ndim entries.
@@ -434,9 +469,6 @@ pub(crate) fn tensor_arg<'a>(
             s *= shape[d].max(1);
         }
     }
-    let dtype = DType::from_dl(t.dtype);
-    let esize = dtype_bytes(t.dtype);
-    let numel: i64 = shape.iter().product();
     if numel > 0 && t.data.is_null() {
         return Err(Error::value_error(format!("{op}: `{name}` has NULL data")));
     }
