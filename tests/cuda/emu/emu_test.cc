@@ -79,7 +79,7 @@ void test_binary(void (*add)(T*, const T*, const T*, i64, Lay, int),
         std::vector<double> want;
         for (i64 i = 0; i < n; ++i) {
             float x = to_f32(a[i]), y = to_f32(b[i]);
-            want.push_back(to_f32(from_f32<T>(op ? y * x / (1.0f + std::exp(-x)) : x + y)));
+            want.push_back(to_f32(from_f32<T>(op ? y * (x / (1.0f + std::exp(-x))) : x + y)));
         }
         close(widen(c), want, 0, std::string(op ? "swiglu " : "add ") + dname<T>());
     }

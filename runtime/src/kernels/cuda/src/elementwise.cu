@@ -1,4 +1,5 @@
-// ops.add and ops.swiglu: c = a + b; out = up * gate / (1 + exp(-gate)) with a = gate, b = up.
+// ops.add and ops.swiglu: c = a + b; out = up * (gate / (1 + exp(-gate))) with a = gate, b = up
+// (the reference order: up * gate may overflow where the result does not).
 // Grid-stride loop over the elements; `contig` = every tensor row-major contiguous, otherwise
 // the offsets come from `l` (any strides; c may be exactly a or b).
 
@@ -9,7 +10,7 @@ __device__ void binary(T* c, const T* a, const T* b, i64 n, const Lay& l, int co
         i64 o[3] = {i, i, i};
         if (!contig) lay_offsets(l, i, o);
         float x = to_f32(a[o[1]]), y = to_f32(b[o[2]]);
-        float r = OP == 0 ? x + y : y * x / (1.0f + expf(-x));
+        float r = OP == 0 ? x + y : y * (x / (1.0f + expf(-x)));
         c[o[0]] = from_f32<T>(r);
     }
 }
