@@ -200,6 +200,65 @@ fn rms_norm_vectors() {
     }
 }
 
+/// Rows whose f32 sum of squares overflows (|x| ~ 1e19 .. 3e38) or underflows (|x| ~ 1e-30
+/// with eps 0) still come out normalised, as in f64; rows that eps dominates and zero rows
+/// stay as they were (zero rows with eps 0 give NaN, 0 * 1/sqrt(0), as the reference does).
+#[test]
+fn rms_norm_rows_at_the_ends_of_f32() {
+    let d = 37usize;
+    let rows: [(f64, f64); 6] = [
+        (1e19, 1e-5),
+        (3e38, 1e-5),
+        (1e-30, 0.0),
+        (1e-25, 1e-5),
+        (0.0, 1e-5),
+        (0.0, 0.0),
+    ];
+    for dt in [Dt::F32, Dt::BF16] {
+        for (scale, eps) in rows {
+            if dt == Dt::BF16 && scale < 1e-37 && scale > 0.0 {
+                continue; // below bf16's range
+            }
+            let vals: Vec<f64> = (0..d)
+                .map(|j| {
+                    scale
+                        * if j % 3 == 0 {
+                            -1.0
+                        } else {
+                            0.5 + j as f64 / 74.0
+                        }
+                })
+                .collect();
+            let mut x = HostTensor::new(&[1, d as i64], dt);
+            x.set(&vals);
+            let xv = x.get();
+            let mut w = HostTensor::new(&[d as i64], dt);
+            w.set(&vec![1.0; d]);
+            let y = HostTensor::new(&[1, d as i64], dt);
+            call(
+                "ops.rms_norm",
+                &[y.view(), x.view(), w.view(), AnyView::from(eps)],
+            )
+            .unwrap();
+            let ms = xv.iter().map(|v| v * v).sum::<f64>() / d as f64;
+            let want: Vec<f64> = xv.iter().map(|v| v / (ms + eps).sqrt()).collect();
+            let got = y.get();
+            for j in 0..d {
+                let ok = if want[j].is_nan() {
+                    got[j].is_nan()
+                } else {
+                    (got[j] - want[j]).abs() <= dt.tol() * (1.0 + want[j].abs())
+                };
+                assert!(
+                    ok,
+                    "{dt:?} rows of {scale:e}, eps {eps}: y[{j}] = {}, want {}",
+                    got[j], want[j]
+                );
+            }
+        }
+    }
+}
+
 /// The f32 recipe of spec §2.6: the angle rounded to f32, sin/cos in f64.
 fn rope_ref(xv: &[f64], pos: &[f64], seq: usize, nh: usize, d: usize, theta: f64) -> Vec<f64> {
     let h = d / 2;

@@ -7,6 +7,17 @@ use half::{bf16, f16};
 use super::simd::{is_bf16, multiversion, put, Elem, Scalar, Simd};
 use super::{par_ranges, stream_fence, stream_output, SendPtr, Strided};
 
+/// Sum of squares of `d` elements in f64 (the rare rows whose f32 sum overflows or underflows).
+#[inline(never)]
+#[cold]
+unsafe fn sum_squares_f64<T: Elem>(x: *const T, d: usize) -> f64 {
+    // SAFETY: d elements (caller).
+    (0..d)
+        .map(|i| unsafe { T::load(Scalar, x.add(i)) } as f64)
+        .map(|v| v * v)
+        .sum()
+}
+
 #[inline(always)]
 unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     s: S,
@@ -64,7 +75,14 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
             ss += v * v;
             i += 1;
         }
-        let r = 1.0 / (ss / d as f32 + eps).sqrt();
+        let r = if !ss.is_finite() || (ss < 1e-28 && ss / d as f32 >= eps * 6e-8) {
+            // The f32 sum overflowed (|x| past ~1e19) or lost its digits to underflow while it
+            // still matters against eps (|x| below ~1e-19, eps tiny or 0): again in f64, so
+            // the result is the normalised row rather than zeros or infinities.
+            (1.0 / (sum_squares_f64(x, d) / d as f64 + eps as f64).sqrt()) as f32
+        } else {
+            1.0 / (ss / d as f32 + eps).sqrt()
+        };
         let rv = s.splat(r);
         let mut i = 0;
         if pairs {
