@@ -309,6 +309,50 @@ fn rope_vectors() {
     }
 }
 
+/// Positions whose angles the SIMD sine and cosine cannot reduce exactly (past ~1e6 radians:
+/// long contexts, or theta below 1) give the f32 recipe's values, as small positions do.
+#[test]
+fn rope_far_positions() {
+    let mut rng = Rng::new(9);
+    let pv: Vec<f64> = [
+        0i64,
+        999_999,
+        1_000_001,
+        4_194_307,
+        100_000_000,
+        (1 << 31) - 1,
+        -50_000_000,
+        123_456_789_012,
+    ]
+    .iter()
+    .map(|&p| p as f64)
+    .collect();
+    let (seq, nh, d) = (pv.len(), 2usize, 64usize);
+    for dt in [Dt::F32, Dt::BF16] {
+        for theta in [1e4f64, 0.5] {
+            let shape = [seq as i64, nh as i64, d as i64];
+            let (x, xv) = rand_tensor(&mut rng, &shape, dt, 1.0, 0.0);
+            let mut pos = HostTensor::new(&[seq as i64], Dt::I64);
+            pos.set(&pv);
+            let y = HostTensor::new(&shape, dt);
+            call(
+                "ops.rope",
+                &[y.view(), x.view(), pos.view(), AnyView::from(theta)],
+            )
+            .unwrap();
+            let want = rope_ref(&xv, &pv, seq, nh, d, theta);
+            let tol = if dt == Dt::F32 { 1e-4 } else { dt.tol() };
+            assert_close(
+                &format!("rope {dt:?} far positions, theta {theta}"),
+                &y.get(),
+                &want,
+                tol,
+                tol,
+            );
+        }
+    }
+}
+
 /// f64 causal GQA attention.
 #[allow(clippy::too_many_arguments)]
 fn attn_ref(

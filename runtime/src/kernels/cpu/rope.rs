@@ -30,7 +30,11 @@ pub fn with_denominators<R>(theta: f32, d: usize, f: impl FnOnce(&[f32]) -> R) -
     })
 }
 
-/// Angles' sin and cos for one position.
+/// Largest angle (radians) the SIMD `sin_cos` reduces exactly (its quotient by pi/2 must stay
+/// an integer well inside f32's 24 bits); positions with larger angles take the f64 path.
+const SIMD_SINCOS_MAX_ANGLE: f32 = 1e6;
+
+/// Angles' sin and cos for one position; `exact`: every angle through `Scalar::sin_cos` (f64).
 #[inline(always)]
 unsafe fn sincos_body<S: Simd>(
     s: S,
@@ -39,13 +43,14 @@ unsafe fn sincos_body<S: Simd>(
     sn: *mut f32,
     cs: *mut f32,
     h: usize,
+    exact: bool,
 ) {
     let l = S::LANES;
     let mut j = 0;
     // SAFETY: h entries in each buffer.
     unsafe {
         let p = s.splat(pos);
-        while j + l <= h {
+        while j + l <= h && !exact {
             let (sv, cv) = s.sin_cos(s.div(p, s.load(den.add(j))));
             s.store(sn.add(j), sv);
             s.store(cs.add(j), cv);
@@ -155,12 +160,13 @@ unsafe fn token_body<S: Simd, T: Elem>(
     xs1: isize,
     nhead: usize,
     nt: bool,
+    exact: bool,
 ) {
     // SAFETY: the caller's layout: nhead heads of 2h elements at the given strides.
     unsafe {
         if !den_pairs.is_null() && pair_lanes == S::LANES {
             // Angles from the pair-ordered denominators: sin and cos come out in pair order.
-            sincos_body(s, pos, den_pairs, sn, cs, h);
+            sincos_body(s, pos, den_pairs, sn, cs, h, exact);
             for hd in 0..nhead as isize {
                 let (yh, xh) = (
                     y.offset(hd * ys1) as *mut u16,
@@ -170,7 +176,7 @@ unsafe fn token_body<S: Simd, T: Elem>(
             }
             return;
         }
-        sincos_body(s, pos, den, sn, cs, h);
+        sincos_body(s, pos, den, sn, cs, h, exact);
         for hd in 0..nhead as isize {
             rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h, nt);
         }
@@ -235,6 +241,9 @@ pub unsafe fn rope<T: Elem>(
         } else {
             Vec::new()
         };
+        // positions past this have an angle the SIMD sin/cos would reduce inexactly
+        let den_min = den.iter().cloned().fold(f32::INFINITY, f32::min);
+        let exact_from = SIMD_SINCOS_MAX_ANGLE * den_min;
         let dpp = SendPtr::from_const(if den_pairs.is_empty() {
             std::ptr::null()
         } else {
@@ -257,9 +266,10 @@ pub unsafe fn rope<T: Elem>(
                     )
                 };
                 let (ys1, xs1) = (ys[1], xs[1]);
+                let exact = p.abs() > exact_from;
                 // SAFETY: h entries in each buffer; nhead heads at the given strides.
                 unsafe {
-                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, den_pairs: *const f32, pair_lanes: usize, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize, nt: bool))
+                    multiversion!(token_body, [T: Elem], (p: f32, den: *const f32, den_pairs: *const f32, pair_lanes: usize, snp: *mut f32, csp: *mut f32, h: usize, y: *mut T, ys1: isize, x: *const T, xs1: isize, nhead: usize, nt: bool, exact: bool))
                 };
             }
             if nt {
