@@ -514,6 +514,30 @@ def from_owned_object(h: int) -> Any:
 OWNED_PREPARE: list[Callable[[Any], Any]] = []
 
 
+# Element types that never need preparing before a container keeps them.
+_PLAIN_ELEMENTS = frozenset((type(None), bool, int, float, str, bytes))
+
+
+def owned_elements(items: Any) -> Any:
+    """``items`` (a sequence), with DLPack producers (numpy arrays, ...) turned into owned
+    ``ffi.Tensor`` objects that share their memory: a container keeps its elements after the
+    call, so the borrowed ``DLTensor*`` view an argument gets would dangle there."""
+    if _PLAIN_ELEMENTS.issuperset(map(type, items)):
+        return items
+    out = None
+    for j, v in enumerate(items):
+        if type(v) in _PLAIN_ELEMENTS or isinstance(v, Object):
+            continue
+        for prep in OWNED_PREPARE:
+            v2 = prep(v)
+            if v2 is not None:
+                if out is None:
+                    out = list(items)
+                out[j] = v2
+                break
+    return items if out is None else out
+
+
 def write_owned(v: Any, i: int) -> None:
     """Writes ``v`` as an owned Any at Q index ``i`` (the caller receives the reference)."""
     t = type(v)
@@ -552,7 +576,13 @@ def write_owned(v: Any, i: int) -> None:
     try:
         CONVERTERS.get(type(v), convert_slow)(v, 2, fr)
         if fr.I[4] == _capi.kDLTensorPtr:
-            raise TypeError(f"cannot return a borrowed tensor view of type {type(v).__name__}")
+            if not (isinstance(v, Object) and v._h == 0):
+                raise TypeError(f"cannot return a borrowed tensor view of type {type(v).__name__}")
+            # a DLTensor* view received as an argument goes back as that pointer (a POD value,
+            # valid for the caller, whose tensor it is)
+            Q[i] = _capi.kDLTensorPtr
+            Q[i + 1] = fr.Q[3]
+            return
         check_call(_capi.TVMFFIAnyViewToOwnedAny(fr.cell_addr(2), 8 * (i + 1)))
     finally:
         fr.release()

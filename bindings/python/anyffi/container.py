@@ -11,7 +11,8 @@ call and released after it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, MutableSequence, Sequence, ValuesView
 from typing import Any, Iterable, Iterator
 
 from . import _capi, _marshal, _mem
@@ -20,6 +21,8 @@ from .object import Object, register_object
 
 Q, q = _mem.Q, _mem.q
 _from_view = _marshal.from_view
+_owned = _marshal.owned_elements
+_PLAIN = _marshal._PLAIN_ELEMENTS
 
 # TVMFFISeqCell at header+24: data@0, size@8, capacity@16; TVMFFIShapeCell: data@0, size@8.
 
@@ -29,33 +32,53 @@ def _seq_cell(h: int) -> tuple[int, int]:
     return Q[j], Q[j + 1]
 
 
-def _norm_index(i: int, n: int, what: str) -> int:
-    i = i.__index__()
-    if i < 0:
-        i += n
-    if not 0 <= i < n:
-        raise IndexError(f"{what} index {i} out of range for size {n}")
-    return i
+def _norm_index(i: Any, n: int, what: str) -> int:
+    try:
+        j = operator.index(i)
+    except TypeError:
+        raise TypeError(f"{what} indices must be integers or slices, not {type(i).__name__}") from None
+    k = j + n if j < 0 else j
+    if not 0 <= k < n:
+        raise IndexError(f"{what} index {j} out of range for size {n}")
+    return k
 
 
 class _Container(Object):
-    """Equality with plain Python values and repr, through ``_plain()`` (a list or a dict)."""
+    """Equality by content (with containers of the same family, Array/List or Map/Dict, and
+    with plain Python values), a hash that agrees with it, and repr, through ``_plain()``
+    (a list or a dict) and ``_frozen()`` (a tuple or a frozenset)."""
 
     __slots__ = ()
     _plain_types: tuple = ()
+    _family: type = object
 
     def _plain(self):
         raise NotImplementedError
 
+    def _frozen(self):
+        raise NotImplementedError
+
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Container):
+            if self.same_as(other):
+                return True
+            if isinstance(self, other._family) and isinstance(other, self._family):
+                return self._plain() == other._plain()
+            return False
         if isinstance(other, Object):
-            return self.same_as(other)
+            return False
         if isinstance(other, self._plain_types):
             plain = self._plain()
             return plain == type(plain)(other)
         return NotImplemented
 
-    __hash__ = Object.__hash__
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        # equal contents, equal hashes (an Array hashes as the tuple it equals)
+        return hash(self._frozen())
 
     def __repr__(self) -> str:
         if not self._h:
@@ -71,7 +94,9 @@ class _SeqBase(_Container):
     _plain_types = (list, tuple)
 
     def __new__(cls, items: Iterable = ()):
-        return ffi_api.require(cls._ctor, f"constructing an {cls.__name__}")(*items)
+        if not isinstance(items, (list, tuple)):
+            items = tuple(items)
+        return ffi_api.require(cls._ctor, f"constructing an {cls.__name__}")(*_owned(items))
 
     def __init__(self, items: Iterable = ()):
         pass
@@ -100,6 +125,12 @@ class _SeqBase(_Container):
     def _plain(self) -> list:
         return list(self)
 
+    def _frozen(self) -> tuple:
+        return tuple(self)
+
+
+_SeqBase._family = _SeqBase
+
 
 @register_object("ffi.Array", _capi.kArray)
 class Array(_SeqBase, Sequence):
@@ -110,8 +141,9 @@ class Array(_SeqBase, Sequence):
 
 
 @register_object("ffi.List", _capi.kList)
-class List(_SeqBase, Sequence):
-    """A mutable ``ffi.List`` (changes are shared with every holder of the same object)."""
+class List(_SeqBase, MutableSequence):
+    """A mutable ``ffi.List`` (changes are shared with every holder of the same object); the
+    ``list`` methods (slices too) through ``MutableSequence``."""
 
     __slots__ = ()
     _ctor = "List"
@@ -119,14 +151,28 @@ class List(_SeqBase, Sequence):
     def _api(self, name: str):
         return ffi_api.require(name, "mutating a List")
 
-    def __setitem__(self, i: int, v: Any) -> None:
-        self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), v)
+    def __setitem__(self, i: Any, v: Any) -> None:
+        if isinstance(i, slice):
+            items = list(self)
+            items[i] = v  # list's own rules (lengths of extended slices, iterables)
+            self.clear()
+            self.extend(items)
+            return
+        self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), *_owned((v,)))
 
-    def __delitem__(self, i: int) -> None:
+    def __delitem__(self, i: Any) -> None:
+        if isinstance(i, slice):
+            for j in sorted(range(*i.indices(len(self))), reverse=True):
+                self._api("ListErase")(self, j)
+            return
         self._api("ListErase")(self, _norm_index(i, len(self), "List"))
 
+    def __iadd__(self, vs: Iterable) -> "List":
+        self.extend(list(vs))
+        return self
+
     def append(self, v: Any) -> None:
-        self._api("ListAppend")(self, v)
+        self._api("ListAppend")(self, *_owned((v,)))
 
     def extend(self, vs: Iterable) -> None:
         for v in vs:
@@ -135,7 +181,7 @@ class List(_SeqBase, Sequence):
     def insert(self, i: int, v: Any) -> None:
         n = len(self)
         i = max(0, min(n, i + n if i < 0 else i))
-        self._api("ListInsert")(self, i, v)
+        self._api("ListInsert")(self, i, *_owned((v,)))
 
     def pop(self, i: int = -1) -> Any:
         return self._api("ListPop")(self, _norm_index(i, len(self), "List"))
@@ -154,7 +200,11 @@ class Shape(Object, Sequence):
     __slots__ = ()
 
     def __new__(cls, dims: Iterable[int] = ()):
-        return ffi_api.require("Shape", "constructing a Shape")(*[int(d) for d in dims])
+        try:
+            ds = [operator.index(d) for d in dims]
+        except TypeError as e:
+            raise ValueError(f"Shape: dimensions must be integers ({e})") from None
+        return ffi_api.require("Shape", "constructing a Shape")(*ds)
 
     def __init__(self, dims: Iterable[int] = ()):
         pass
@@ -200,7 +250,7 @@ class _MapBase(_Container):
         for k, v in pairs:
             flat.append(k)
             flat.append(v)
-        return ffi_api.require(cls._prefix, f"constructing a {cls.__name__}")(*flat)
+        return ffi_api.require(cls._prefix, f"constructing a {cls.__name__}")(*_owned(flat))
 
     def __init__(self, items: Any = ()):
         pass
@@ -232,17 +282,37 @@ class _MapBase(_Container):
     def __iter__(self) -> Iterator:
         return (k for k, _ in self._walk())
 
-    def keys(self):
-        return list(self)
+    def keys(self) -> KeysView:
+        return KeysView(self)
 
-    def values(self):
-        return [v for _, v in self._walk()]
+    def values(self) -> "_ValuesView":
+        return _ValuesView(self)
 
-    def items(self):
-        return list(self._walk())
+    def items(self) -> "_ItemsView":
+        return _ItemsView(self)
 
     def _plain(self) -> dict:
         return dict(self._walk())
+
+    def _frozen(self) -> frozenset:
+        return frozenset(self._walk())
+
+
+_MapBase._family = _MapBase
+
+
+class _ValuesView(ValuesView):
+    """``values()``: one pass over the map (not a lookup per key)."""
+
+    def __iter__(self) -> Iterator:
+        return (v for _, v in self._mapping._walk())
+
+
+class _ItemsView(ItemsView):
+    """``items()``: one pass over the map (not a lookup per key)."""
+
+    def __iter__(self) -> Iterator:
+        return self._mapping._walk()
 
 
 @register_object("ffi.Map", _capi.kMap)
@@ -254,14 +324,15 @@ class Map(_MapBase, Mapping):
 
 
 @register_object("ffi.Dict", _capi.kDict)
-class Dict(_MapBase, Mapping):
-    """A mutable ``ffi.Dict`` (changes are shared with every holder of the same object)."""
+class Dict(_MapBase, MutableMapping):
+    """A mutable ``ffi.Dict`` (changes are shared with every holder of the same object); the
+    ``dict`` methods (``setdefault``, ``popitem``, ...) through ``MutableMapping``."""
 
     __slots__ = ()
     _prefix = "Dict"
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._api("SetItem")(self, key, value)
+        self._api("SetItem")(self, *_owned((key, value)))
 
     def __delitem__(self, key: Any) -> None:
         if key not in self:
@@ -292,6 +363,8 @@ class Dict(_MapBase, Mapping):
 
 
 def _conv_list(a, k: int, fr) -> None:
+    if not _PLAIN.issuperset(map(type, a)):
+        a = _owned(a)
     arr = ffi_api.require("Array", "passing a list or tuple")(*a)
     h = arr._h
     arr._h = 0  # the frame releases the reference after the call
@@ -305,7 +378,7 @@ def _conv_dict(a: dict, k: int, fr) -> None:
     for key, v in a.items():
         flat.append(key)
         flat.append(v)
-    m = ffi_api.require("Map", "passing a dict")(*flat)
+    m = ffi_api.require("Map", "passing a dict")(*_owned(flat))
     h = m._h
     m._h = 0
     fr.owned.append(h)

@@ -47,6 +47,12 @@ class dtype(str):
         out = _capi.DLDataType()
         check_call(_capi.TVMFFIDataTypeFromString(_capi.byte_array(b), ctypes.byref(out)))
         d = _from_packed(out.code | (out.bits << 8) | (out.lanes << 16))
+        if str(d) != s:
+            # spelled as the user wrote it ("int", "float"), as the official package keeps it;
+            # the fields are the canonical type's
+            canon = d
+            d = str.__new__(dtype, s)
+            d.code, d.bits, d.lanes, d._packed = canon.code, canon.bits, canon.lanes, canon._packed
         if len(_BY_TEXT) < 4096:
             _BY_TEXT[s] = d
         return d
@@ -73,8 +79,15 @@ def _from_packed(v: int) -> dtype:
     if d is None:
         dl = _capi.DLDataType(v & 0xFF, (v >> 8) & 0xFF, (v >> 16) & 0xFFFF)
         out = _capi.TVMFFIAny()
-        check_call(_capi.TVMFFIDataTypeToString(ctypes.byref(dl), ctypes.addressof(out)))
-        d = str.__new__(dtype, _owned_any_text(out))
+        try:
+            check_call(_capi.TVMFFIDataTypeToString(ctypes.byref(dl), ctypes.addressof(out)))
+            text = _owned_any_text(out)
+        except ValueError:
+            # codes the library has no name for (complex: DLPack code 5), named here so that a
+            # tensor of them still has a dtype, a repr and a numpy view
+            base = {5: "complex"}.get(dl.code, f"code{dl.code}_")
+            text = f"{base}{dl.bits}" + (f"x{dl.lanes}" if dl.lanes != 1 else "")
+        d = str.__new__(dtype, text)
         d.code, d.bits, d.lanes, d._packed = dl.code, dl.bits, dl.lanes, v
         if len(_BY_PACKED) < 4096:
             _BY_PACKED[v] = d

@@ -117,7 +117,10 @@ def exception_from_error(h: int) -> BaseException:
             _attach_backtrace(exc, backtrace)
             return exc
     cls = exception_class(kind)
-    exc = cls(message, kind, backtrace) if cls is Error else cls(message)
+    try:
+        exc = cls(message, kind, backtrace) if cls is Error else cls(message)
+    except Exception:  # noqa: BLE001 - a class that wants other arguments (UnicodeDecodeError)
+        exc = Error(message, kind, backtrace)
     _attach_backtrace(exc, backtrace)
     return exc
 

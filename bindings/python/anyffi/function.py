@@ -18,7 +18,7 @@ import ctypes
 from typing import Any, Callable, Optional
 
 from . import _capi, _marshal, _mem
-from .errors import check_call, raise_from_raised, set_raised_from_python
+from .errors import check_call, kind_of, raise_from_raised, set_raised_from_python
 from .object import Object, register_object
 
 _MQ, _MI = _mem.Q, _mem.I  # address-space views (object headers, capsules, callback results)
@@ -217,15 +217,18 @@ def _trampoline(
 ) -> int:
     # The safe_call of every Python function. Globals are bound as defaults: fewer lookups per
     # call, and the trampoline keeps working during interpreter shutdown.
+    a = x = None
     try:
         f = _callbacks[key]
         if n == 0:
             r = f()
         elif n == 1:
-            r = f(_from_view((args >> 3) - 1))
+            x = _from_view((args >> 3) - 1)
+            r = f(x)
         else:
             i = (args >> 3) - 1
-            r = f(*map(_from_view, range(i, i + 2 * n, 2)))
+            a = tuple(map(_from_view, range(i, i + 2 * n, 2)))
+            r = f(*a)
         if r is None:
             ri = (result >> 3) - 1
             _Q[ri] = 0
@@ -237,8 +240,48 @@ def _trampoline(
         try:
             set_raised_from_python(e)
         except BaseException:  # noqa: BLE001
-            pass
+            # building the full error failed (no stack left, a __str__ that raises): the kind
+            # and what can be said of the message still cross, never "no error set"
+            _set_raised_plain(e)
         return -1
+    finally:
+        # DLTensor* arguments are the caller's, valid only during the call: a view the callback
+        # kept raises "closed" when used later instead of reading freed memory
+        # (a view has no handle: clearing its pointer is all `close` would do)
+        if type(x) is _Tensor:
+            if not x._h:
+                x._dl = 0
+        elif a:
+            for y in a:
+                if type(y) is _Tensor and not y._h:
+                    y._dl = 0
+
+
+# anyffi.Tensor, set by tensor.py (the trampoline closes the DLTensor* views it handed out)
+_Tensor: Any = None
+
+
+_SetRaisedFromCStr = _capi.PYLIB.TVMFFIErrorSetRaisedFromCStr
+_SetRaisedFromCStr.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+_SetRaisedFromCStr.restype = None
+
+
+def _plain_error(kind: str, msg: str) -> None:
+    _SetRaisedFromCStr(kind.encode("utf-8", "replace"), msg.encode("utf-8", "replace").replace(b"\0", b"\\0"))
+
+
+def _set_raised_plain(e: BaseException) -> None:
+    """Sets the thread's FFI error from ``e`` with as little work as possible (no traceback,
+    the message only if ``str(e)`` works); never raises."""
+    try:
+        kind = kind_of(e)
+        try:
+            msg = str(e)
+        except BaseException:  # noqa: BLE001
+            msg = f"<{type(e).__name__} whose message could not be formed>"
+        _plain_error(kind, msg)
+    except BaseException:  # noqa: BLE001
+        pass
 
 
 _SAFE_CALL = _capi.SafeCall(_trampoline)
@@ -294,9 +337,14 @@ def get_global_func(name: str, allow_missing: bool = False) -> Optional[Function
 def register_global_func(name: str, f: Optional[Callable] = None, override: bool = False):
     """Registers ``f`` (a Python callable or a Function) as the global function ``name``.
 
-    Used as a decorator when ``f`` is omitted: ``@register_global_func("my.add")``. A name that
+    Used as a decorator when ``f`` is omitted: ``@register_global_func("my.add")``, or bare,
+    ``@register_global_func``, which registers the function under its ``__name__``. A name that
     exists already is a RuntimeError unless ``override``. Returns ``f``.
     """
+    if f is None and callable(name) and not isinstance(name, str):
+        f, name = name, getattr(name, "__name__", None)
+        if not isinstance(name, str):
+            raise TypeError("register_global_func: a bare decorator needs a function with a __name__")
     if not isinstance(name, str):
         raise TypeError(f"register_global_func: name must be a str, got {type(name).__name__}")
 

@@ -63,12 +63,16 @@ def check_writable(func: str, name: str, x: Any) -> None:
     broadcast, a read-only memory map)."""
     if getattr(getattr(x, "flags", None), "writeable", True) is False:
         raise ValueError(f"{func}: `{name}` is a read-only numpy array")
+    if isinstance(x, Tensor) and x._ro:
+        raise ValueError(f"{func}: `{name}` is a read-only tensor")
 
 
 # -- numpy / DLPack producers as DLTensor* views -----------------------------------------------
 
 _LEGACY_NAME_PTRS: set[int] = set()  # addresses of the static "dltensor" names producers use
 _VERSIONED_OFFSET = _capi.DLManagedTensorVersioned.dl_tensor.offset
+_VERSIONED_FLAGS_OFFSET = _capi.DLManagedTensorVersioned.flags.offset
+_DLPACK_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 
 
 def _dltensor_offset(name_ptr: int, producer: type) -> int:
@@ -158,7 +162,7 @@ if _np is not None:
 class Tensor(Object):
     """An n-dimensional array: an owned ``ffi.Tensor``, or a borrowed ``DLTensor`` view."""
 
-    __slots__ = ("_dl", "_keep")
+    __slots__ = ("_dl", "_keep", "_ro")
 
     @classmethod
     def _from_owned(cls, h: int) -> "Tensor":
@@ -166,6 +170,7 @@ class Tensor(Object):
         o._h = h
         o._dl = h + _capi.OBJ_CELL
         o._keep = None
+        o._ro = False
         return o
 
     @classmethod
@@ -175,7 +180,13 @@ class Tensor(Object):
         o._h = 0
         o._dl = dltensor
         o._keep = keep
+        o._ro = False
         return o
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the producer exported this memory read-only (numpy views of it are too)."""
+        return self._ro
 
     def close(self) -> None:
         self._dl = 0
@@ -285,7 +296,11 @@ class Tensor(Object):
         out = ctypes.c_void_p()
         if max_version is not None and max_version[0] >= 1:
             check_call(_capi.TVMFFITensorToDLPackVersioned(h, ctypes.byref(out)))
+            if self._ro:
+                Q[qi(out.value + _VERSIONED_FLAGS_OFFSET)] |= _DLPACK_FLAG_READ_ONLY
             return _PyCapsule_New(out.value, _VERSIONED, _CAPSULE_DESTRUCTOR_ADDR)
+        if self._ro:
+            raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
         check_call(_capi.TVMFFITensorToDLPack(h, ctypes.byref(out)))
         return _PyCapsule_New(out.value, _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
 
@@ -303,7 +318,7 @@ class Tensor(Object):
             "version": 3,
             "shape": self.shape,
             "typestr": f"<{kind}{item}",
-            "data": (self.data_ptr, False),
+            "data": (self.data_ptr, self._ro),
             "strides": tuple(s * item for s in self.strides),
         }
 
@@ -328,6 +343,7 @@ class Tensor(Object):
 
 
 _marshal.DLTENSOR_VIEW.append(Tensor._view)
+_function._Tensor = Tensor
 
 
 _NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> numpy kind
@@ -377,8 +393,14 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
     ptr = _capsule_pointer(cap)
     out = ctypes.c_void_p()
     if name == _VERSIONED:
+        read_only = bool(Q[qi(ptr + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY)
         check_call(_capi.TVMFFITensorFromDLPackVersioned(ptr, require_alignment, int(require_contiguous), ctypes.byref(out)))
         _PyCapsule_SetName(cap, _USED_VERSIONED)
+        t = Tensor._from_owned(out.value)
+        # an ffi.Tensor has no read-only flag of its own: this object keeps it (read-only numpy
+        # views, exports flagged, refused as an op's output)
+        t._ro = read_only
+        return t
     elif name == _LEGACY:
         check_call(_capi.TVMFFITensorFromDLPack(ptr, require_alignment, int(require_contiguous), ctypes.byref(out)))
         _PyCapsule_SetName(cap, _USED_LEGACY)

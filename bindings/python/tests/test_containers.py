@@ -119,7 +119,7 @@ def test_large_map():
 @mapping
 def test_empty_map():
     m = anyffi.Map({})
-    assert len(m) == 0 and list(m) == [] and m.items() == []
+    assert len(m) == 0 and list(m) == [] and list(m.items()) == []
 
 
 @mapping
@@ -174,6 +174,53 @@ def test_shape_roundtrip(t):
 def test_shape_rejects_non_ints():
     with pytest.raises((TypeError, ValueError)):
         anyffi.Shape(["a"])
+    with pytest.raises(ValueError):
+        anyffi.Shape([2.5])  # not truncated to 2
+
+
+@array
+@mapping
+def test_containers_compare_and_hash_by_content():
+    a, b = anyffi.Array([1, [2, 3]]), anyffi.Array([1, [2, 3]])
+    assert a == b and not a != b and hash(a) == hash(b) and b in {a}
+    assert anyffi.Array([1, 2]) == (1, 2) and hash(anyffi.Array([1, 2])) == hash((1, 2))
+    assert anyffi.Array([1, 2]) != anyffi.Array([1, 3])
+    m, n = anyffi.Map({"a": 1}), anyffi.Map({"a": 1})
+    assert m == n and hash(m) == hash(n) and m != anyffi.Map({"a": 2})
+    assert m != anyffi.Array(["a"])
+
+
+@lst
+@dct
+def test_mutable_containers_have_the_builtin_methods():
+    lt = anyffi.List([1, 2, 3])
+    assert anyffi.List([1, 2]) == anyffi.Array([1, 2])
+    lt[0:1] = [9, 8]
+    assert list(lt) == [9, 8, 2, 3]
+    del lt[0:2]
+    assert list(lt) == [2, 3]
+    lt += [5]
+    lt.remove(5)
+    assert list(lt) == [2, 3] and lt.index(3) == 1 and lt.count(2) == 1
+    d = anyffi.Dict({"a": 1})
+    assert d.setdefault("b", 2) == 2 and dict(d) == {"a": 1, "b": 2}
+    k, v = d.popitem()
+    assert len(d) == 1 and (k, v) in [("a", 1), ("b", 2)]
+
+
+@array
+@mapping
+def test_index_errors_and_views():
+    a = anyffi.Array([1, 2, 3])
+    with pytest.raises(TypeError, match="integers or slices, not str"):
+        a["x"]
+    with pytest.raises(TypeError):
+        a[1.0]
+    with pytest.raises(IndexError, match="index -4 out of range"):
+        a[-4]
+    m = anyffi.Map({"a": 1, "b": 2})
+    assert m.keys() & {"a"} == {"a"}
+    assert sorted(m.values()) == [1, 2] and ("a", 1) in m.items()
 
 
 def test_container_without_global_names_the_global(monkeypatch):

@@ -121,6 +121,10 @@ def test_dtype_fields():
     assert anyffi.dtype(np.dtype("int16")) == "int16"
     with pytest.raises(ValueError):
         anyffi.dtype("notatype")
+    # spelled as written (as the official package keeps it), fields of the canonical type
+    d = anyffi.dtype("int")
+    assert d == "int" and (d.code, d.bits, d.lanes) == (0, 32, 1)
+    assert anyffi.dtype("void") == "void"
 
 
 def test_void_p_roundtrip(t):

@@ -212,3 +212,11 @@ def test_error_as_seen_through_the_c_abi(exc, kind, message):
     k, m, bt = _raw_call_error(anyffi.Function(raiser))
     assert (k, m) == (kind, message)
     assert "in raiser" in bt and "test_errors.py" in bt
+
+
+def test_kinds_whose_class_needs_more_arguments_come_back_as_error(t):
+    # UnicodeDecodeError(message) is not a valid construction: the error still arrives, as
+    # anyffi.Error with its kind and message
+    with pytest.raises(anyffi.Error, match="boom") as info:
+        t.raise_error("UnicodeDecodeError", "boom")
+    assert info.value.kind == "UnicodeDecodeError"

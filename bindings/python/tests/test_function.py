@@ -48,6 +48,46 @@ def test_register_and_call_python_function():
     assert name in anyffi.list_global_func_names()
 
 
+def test_register_bare_decorator_uses_the_name():
+    def anyffi_test_bare_registered(x):
+        return x + 1
+
+    assert anyffi.register_global_func(anyffi_test_bare_registered) is anyffi_test_bare_registered
+    assert anyffi.get_global_func("anyffi_test_bare_registered")(1) == 2
+    anyffi.remove_global_func("anyffi_test_bare_registered")
+
+
+def test_deep_python_c_python_recursion_and_unprintable_errors(t):
+    # 150 levels of Python -> C -> Python work; an exception whose str() fails still crosses
+    # with its kind (never "no error set")
+    def rec(n):
+        return 0 if n == 0 else 1 + t.apply(rec, n - 1)
+
+    assert rec(150) == 150
+
+    class BadStr(ValueError):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    def bad():
+        raise BadStr()
+
+    def catcher():
+        try:
+            t.apply(bad)
+        except BaseException as e:  # noqa: BLE001
+            return e
+
+    # from another thread the object cannot come back as itself: the kind and a message do
+    import threading
+
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("e", catcher()))
+    th.start()
+    th.join()
+    assert isinstance(out["e"], ValueError)
+
+
 def test_register_duplicate_and_override():
     name = fresh("dup")
     anyffi.register_global_func(name, lambda: 1)

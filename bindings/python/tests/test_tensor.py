@@ -221,8 +221,82 @@ def test_view_result_inside_callback(t):
     def f(v):
         w = t.echo(v)
         got["same"] = (w.is_view, w.data_ptr == v.data_ptr, w.shape)
-        with pytest.raises(TypeError, match="borrowed tensor view"):
-            t.apply(lambda: w)  # a borrowed view cannot become an owned result
+        # a callback may return a view it holds: it goes back as the same DLTensor*
+        back = t.apply(lambda: w)
+        got["back"] = (back.is_view, back.data_ptr == v.data_ptr)
 
     t.apply(f, x)
     assert got["same"] == (True, True, (4,))
+    assert got["back"] == (True, True)
+
+
+def _churn():
+    # reuse freed DLPack memory: a dangling pointer would now read these
+    gc.collect()
+    return [np.full(50, 7.0).__dlpack__() for _ in range(50)]
+
+
+def test_numpy_arrays_kept_by_containers_are_owned(t):
+    # a container keeps its elements after the call: numpy arrays go in as owned tensors that
+    # share their memory, not as the call's borrowed DLTensor* views
+    x = np.arange(6.0).reshape(2, 3)
+    a = anyffi.Array([x])
+    m = anyffi.Map({"k": np.arange(3.0)})
+    lst = anyffi.List()
+    lst.append(np.arange(4.0))
+    lst.insert(0, np.arange(2.0))
+    lst[1] = np.arange(5.0)
+    d = anyffi.Dict()
+    d["x"] = np.arange(3.0)
+    echoed = t.echo([np.arange(3.0)])
+    returned = t.apply(lambda: [np.arange(3.0)])
+    junk = _churn()
+    np.testing.assert_array_equal(a[0].numpy(), x)
+    assert np.shares_memory(a[0].numpy(), x)
+    for got, want in [(m["k"], 3), (lst[0], 2), (lst[1], 5), (d["x"], 3), (echoed[0], 3), (returned[0], 3)]:
+        assert not got.is_view
+        np.testing.assert_array_equal(got.numpy(), np.arange(float(want)))
+    del junk
+
+
+def test_views_kept_by_a_callback_are_closed_after_it(t):
+    saved = []
+    t.apply(lambda v: saved.append(v), np.arange(12.0).reshape(3, 4))
+    with pytest.raises(ValueError, match="closed"):
+        saved[0].shape
+    # the argument object seen inside the callback was usable there
+    seen = []
+    t.apply(lambda v: seen.append(v.numpy().sum()), np.arange(4.0))
+    assert seen == [6.0]
+
+
+def test_callbacks_may_return_their_tensor_argument(t):
+    x = np.arange(3.0)
+    anyffi.register_global_func("testing.py_identity", lambda v: v, override=True)
+    for r in (
+        anyffi.get_global_func("testing.py_identity")(x),
+        anyffi.Function(lambda *a: a[-1])(x),
+        t.apply(lambda v: v, x),
+    ):
+        assert isinstance(r, anyffi.Tensor) and not r.is_view
+        assert np.shares_memory(r.numpy(), x)
+    anyffi.remove_global_func("testing.py_identity")
+
+
+def test_read_only_memory_stays_read_only():
+    b = b"\x01\x02\x03\x04"
+    ro = anyffi.from_dlpack(np.frombuffer(b, np.uint8))
+    assert ro.read_only and not ro.numpy().flags.writeable
+    with pytest.raises(ValueError):
+        np.from_dlpack(ro)[0] = 99
+    with pytest.raises(BufferError):
+        ro.__dlpack__()  # the legacy capsule has no read-only flag
+    assert b == b"\x01\x02\x03\x04"
+    assert not anyffi.from_dlpack(np.arange(3.0)).read_only
+
+
+def test_complex_tensors_have_a_dtype_repr_and_numpy_view():
+    x = np.arange(3).astype(np.complex64) * (1 + 2j)
+    tc = anyffi.from_dlpack(x)
+    assert str(tc.dtype) == "complex64" and "complex64" in repr(tc)
+    np.testing.assert_array_equal(tc.numpy(), x)
