@@ -205,6 +205,29 @@ _from_view = _marshal.from_view
 _write_owned = _marshal.write_owned
 
 
+_SetRaisedFromCStr = _capi.PYLIB.TVMFFIErrorSetRaisedFromCStr
+_SetRaisedFromCStr.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+_SetRaisedFromCStr.restype = None
+
+
+def _plain_error(kind: str, msg: str) -> None:
+    _SetRaisedFromCStr(kind.encode("utf-8", "replace"), msg.encode("utf-8", "replace").replace(b"\0", b"\\0"))
+
+
+def _set_raised_plain(e: BaseException) -> None:
+    """Sets the thread's FFI error from ``e`` with as little work as possible (no traceback,
+    the message only if ``str(e)`` works); never raises."""
+    try:
+        kind = kind_of(e)
+        try:
+            msg = str(e)
+        except BaseException:  # noqa: BLE001
+            msg = f"<{type(e).__name__} whose message could not be formed>"
+        _plain_error(kind, msg)
+    except BaseException:  # noqa: BLE001
+        pass
+
+
 def _trampoline(
     key: int,
     args: int,
@@ -214,6 +237,7 @@ def _trampoline(
     _from_view=_from_view,
     _write_owned=_write_owned,
     _Q=_MQ,
+    _set_raised_plain=_set_raised_plain,
 ) -> int:
     # The safe_call of every Python function. Globals are bound as defaults: fewer lookups per
     # call, and the trampoline keeps working during interpreter shutdown.
@@ -259,29 +283,6 @@ def _trampoline(
 
 # anyffi.Tensor, set by tensor.py (the trampoline closes the DLTensor* views it handed out)
 _Tensor: Any = None
-
-
-_SetRaisedFromCStr = _capi.PYLIB.TVMFFIErrorSetRaisedFromCStr
-_SetRaisedFromCStr.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-_SetRaisedFromCStr.restype = None
-
-
-def _plain_error(kind: str, msg: str) -> None:
-    _SetRaisedFromCStr(kind.encode("utf-8", "replace"), msg.encode("utf-8", "replace").replace(b"\0", b"\\0"))
-
-
-def _set_raised_plain(e: BaseException) -> None:
-    """Sets the thread's FFI error from ``e`` with as little work as possible (no traceback,
-    the message only if ``str(e)`` works); never raises."""
-    try:
-        kind = kind_of(e)
-        try:
-            msg = str(e)
-        except BaseException:  # noqa: BLE001
-            msg = f"<{type(e).__name__} whose message could not be formed>"
-        _plain_error(kind, msg)
-    except BaseException:  # noqa: BLE001
-        pass
 
 
 _SAFE_CALL = _capi.SafeCall(_trampoline)
