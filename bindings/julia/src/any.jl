@@ -152,7 +152,15 @@ end
 _arg(e::TVMError) = (_pod(kTVMFFIError, UInt64(UInt(_error_handle!(e)))), e)
 @inline _arg(tv::TensorView) = (_pod(kTVMFFIDLTensorPtr, UInt64(UInt(pointer_from_objref(tv)))), tv)
 @inline _arg(A::DLStridedArray) = _arg(TensorView(A))
-_arg(A::AbstractArray) = _temp_object(TVMArray(A))
+function _arg(A::AbstractArray)
+    _strided_memory(A) && return _arg(_tensorview_of(A))
+    # element by element as an ffi.Array: vectors only (an N-d array would lose its shape)
+    ndims(A) <= 1 || throw(ArgumentError(
+        "AnyFFI: cannot pass a $(ndims(A))-d $(typeof(A)) to an FFI function: it is neither a " *
+        "strided array of a DLPack element type (a tensor) nor a vector (an ffi.Array); " *
+        "pass collect(A) for a copy"))
+    return _temp_object(TVMArray(A))
+end
 _arg(t::Tuple) = _temp_object(TVMArray(t))
 _arg(d::AbstractDict) = _temp_object(TVMMap(d))
 _arg(f::Function) = _temp_object(TVMFunction(f))

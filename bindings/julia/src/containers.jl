@@ -58,7 +58,7 @@ Base.Tuple(s::TVMShape) = Tuple(collect(s))
 Base.collect(s::TVMShape) = Int64[x for x in s]
 # Shapes compare by value (other objects by identity).
 Base.:(==)(s::TVMShape, t::TVMShape) = collect(s) == collect(t)
-Base.hash(s::TVMShape, h::UInt) = hash(collect(s), hash(:TVMShape, h))
+Base.hash(s::TVMShape, h::UInt) = hash(Tuple(s), h)  # as the tuple it equals (isequal)
 Base.:(==)(s::TVMShape, t::Union{Tuple,AbstractVector}) = collect(s) == collect(t)
 Base.:(==)(t::Union{Tuple,AbstractVector}, s::TVMShape) = s == t
 Base.show(io::IO, s::TVMShape) =
@@ -86,9 +86,16 @@ A mutable `ffi.List` (type index 75): as `TVMArray`, plus `setindex!`, `push!`, 
 
 const _Seq = Union{TVMArray,TVMList}
 
-TVMArray(xs) = _require_global("ffi.Array")(xs...)::TVMArray
+# What a container keeps must be owned: a Julia array element becomes an ffi.Tensor over its
+# memory (keeping the array alive), not the borrowed DLTensor* view an argument gets, which
+# dies with the call.
+_owned_elem(x) = x
+_owned_elem(A::AbstractArray) = (A isa DLStridedArray || _strided_memory(A)) ? to_dlpack(A) : A
+_owned_elem(tv::TensorView) = tv.parent isa AbstractArray ? to_dlpack(tv.parent) : tv
+
+TVMArray(xs) = _require_global("ffi.Array")((_owned_elem(x) for x in xs)...)::TVMArray
 TVMArray() = _require_global("ffi.Array")()::TVMArray
-TVMList(xs) = _require_global("ffi.List")(xs...)::TVMList
+TVMList(xs) = _require_global("ffi.List")((_owned_elem(x) for x in xs)...)::TVMList
 TVMList() = _require_global("ffi.List")()::TVMList
 
 _seq_cell(a::_Seq) =
@@ -110,17 +117,17 @@ Base.show(io::IO, a::_Seq) = a.handle == C_NULL ? print(io, nameof(typeof(a)), "
 
 function Base.setindex!(l::TVMList, v, i::Integer)
     1 <= i <= length(l) || throw(BoundsError(l, i))
-    _require_global("ffi.ListSetItem")(l, i - 1, v)
+    _require_global("ffi.ListSetItem")(l, i - 1, _owned_elem(v))
     return l
 end
-Base.push!(l::TVMList, v) = (_require_global("ffi.ListAppend")(l, v); l)
+Base.push!(l::TVMList, v) = (_require_global("ffi.ListAppend")(l, _owned_elem(v)); l)
 function Base.pop!(l::TVMList)
     isempty(l) && throw(ArgumentError("TVMList must be non-empty"))
     return _require_global("ffi.ListPop")(l, length(l) - 1)
 end
 function Base.insert!(l::TVMList, i::Integer, v)
     1 <= i <= length(l) + 1 || throw(BoundsError(l, i))
-    _require_global("ffi.ListInsert")(l, i - 1, v)
+    _require_global("ffi.ListInsert")(l, i - 1, _owned_elem(v))
     return l
 end
 function Base.deleteat!(l::TVMList, i::Integer)
@@ -156,7 +163,7 @@ _prefix(::TVMMap) = "ffi.Map"
 _prefix(::TVMDict) = "ffi.Dict"
 _mapfn(m::_AnyMap, op::String) = _require_global(string(_prefix(m), op))
 
-_flatten(ps) = (x for p in ps for x in (first(p), last(p)))
+_flatten(ps) = (_owned_elem(x) for p in ps for x in (first(p), last(p)))
 TVMMap(d::AbstractDict) = _require_global("ffi.Map")(_flatten(d)...)::TVMMap
 TVMMap(ps::Pair...) = _require_global("ffi.Map")(_flatten(ps)...)::TVMMap
 TVMDict(d::AbstractDict) = _require_global("ffi.Dict")(_flatten(d)...)::TVMDict
@@ -189,6 +196,18 @@ Base.Dict(m::_AnyMap) = Dict{Any,Any}(p for p in m)
 Base.show(io::IO, m::_AnyMap) = m.handle == C_NULL ? print(io, nameof(typeof(m)), "(<released>)") :
     print(io, nameof(typeof(m)), "(", join((string(repr(k), " => ", repr(v)) for (k, v) in m), ", "), ")")
 
-Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, k, v); d)
+Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, _owned_elem(k), _owned_elem(v)); d)
 Base.delete!(d::TVMDict, k) = (_require_global("ffi.DictErase")(d, k); d)
 Base.empty!(d::TVMDict) = (_require_global("ffi.DictClear")(d); d)
+
+# Containers compare by content, with each other and with Julia vectors and dicts (as the
+# official packages do; other objects compare by identity), and hash as what they equal.
+Base.:(==)(a::_Seq, b::_Seq) =
+    a.handle == b.handle || (length(a) == length(b) && all(x == y for (x, y) in zip(a, b)))
+Base.:(==)(a::_Seq, b::AbstractVector) = length(a) == length(b) && all(x == y for (x, y) in zip(a, b))
+Base.:(==)(b::AbstractVector, a::_Seq) = a == b
+Base.hash(a::_Seq, h::UInt) = hash(collect(a), h)
+Base.:(==)(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || Dict(a) == Dict(b)
+Base.:(==)(a::_AnyMap, b::AbstractDict) = Dict(a) == b
+Base.:(==)(b::AbstractDict, a::_AnyMap) = a == b
+Base.hash(m::_AnyMap, h::UInt) = hash(Dict(m), h)

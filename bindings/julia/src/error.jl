@@ -86,11 +86,23 @@ error_message(e::Exception) = sprint(showerror, e)
 error_message(e) = string("non-exception value thrown: ", repr(e))
 
 # Julia frames in the library's backtrace format, most recent first, up to the trampoline.
-function _format_backtrace(bt)
+# Frames are looked up one at a time and the walk stops at the trampoline: `stacktrace(bt)`
+# symbolised the whole stack below it too (~25 ms per callback exception). At most
+# `max_frames` are written (a stack overflow made ~40,000 lines).
+function _format_backtrace(bt; max_frames::Int = 64)
     io = IOBuffer()
-    for fr in stacktrace(bt)
-        fr.func === :_safe_call_trampoline && break
-        print(io, "  File \"", fr.file, "\", line ", fr.line, ", in ", fr.func, "\n")
+    n = 0
+    for ip in bt
+        for fr in Base.StackTraces.lookup(ip)
+            fr.from_c && continue
+            fr.func === :_safe_call_trampoline && return String(take!(io))
+            if n == max_frames
+                print(io, "  ... (more frames)\n")
+                return String(take!(io))
+            end
+            print(io, "  File \"", fr.file, "\", line ", fr.line, ", in ", fr.func, "\n")
+            n += 1
+        end
     end
     return String(take!(io))
 end

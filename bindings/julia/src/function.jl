@@ -104,9 +104,19 @@ function call_any(f::TVMFunction, args...)
     rc = GC.@preserve f args keeps anys argv TVMFFIFunctionCall(
         h, isempty(anys) ? C_NULL : Ptr{Cvoid}(pointer(anys)), length(anys),
         Base.unsafe_convert(Ptr{Cvoid}, result))
+    r = result[]
+    if rc == 0 && r.type_index == kTVMFFIDLTensorPtr
+        # one of our own argument views (echo) dies with this call: hand back an owned tensor
+        # over the same memory instead
+        tv = _tensor_result(r, keeps)
+        if tv.parent isa AbstractArray
+            _release_keeps(keeps)
+            return TVMAny(to_dlpack(tv.parent))
+        end
+    end
     _release_keeps(keeps)
     check_call(rc)
-    return TVMAny(result[]; borrowed = false)
+    return TVMAny(r; borrowed = false)
 end
 
 # --- The callback trampoline -----------------------------------------------------------------

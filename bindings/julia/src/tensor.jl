@@ -94,8 +94,22 @@ const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N}, StridedView{T,N},
 @inline _tensorview_of(A::AbstractArray{T,N}) where {T,N} =
     TensorView{N}(Ptr{Cvoid}(pointer(A)), DLDevice(kDLCPU, Int32(0)), DLDataType(T),
                   _i64(size(A)), _i64(strides(A)), UInt64(0), A)
-TensorView(A::AbstractArray) = throw(ArgumentError(
+TensorView(A::AbstractArray) = _strided_memory(A) ? _tensorview_of(A) : throw(ArgumentError(
     "TensorView: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
+
+# Arrays outside the DLStridedArray union whose memory is still strided: `strides` and
+# `pointer` both defined (Transpose and Adjoint of real matrices, nested PermutedDimsArrays,
+# views of those). Ranges and other lazy arrays have neither.
+function _strided_memory(A::AbstractArray)
+    (eltype(A) <: DLEltype && !(A isa AbstractRange)) || return false
+    try
+        strides(A)
+        pointer(A)
+        return true
+    catch
+        return false
+    end
+end
 
 # A DLTensor someone else owns (a callback argument, a returned DLTensor*): metadata copied.
 # Small ranks get concrete types (no dynamic dispatch on the callback path).
@@ -270,11 +284,21 @@ function to_dlpack(A::DLStridedArray{T,N}) where {T,N}
     return TVMTensor(out[]; borrowed = false)
 end
 to_dlpack(t::TVMTensor) = t
-to_dlpack(A::AbstractArray) = throw(ArgumentError(
-    "to_dlpack: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
+function to_dlpack(A::AbstractArray)
+    _strided_memory(A) || throw(ArgumentError(
+        "to_dlpack: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
+    mt = _managed_versioned(A)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
+    if rc != 0
+        _dlpack_deleter_versioned(mt)
+        check_call(rc)
+    end
+    return TVMTensor(out[]; borrowed = false)
+end
 
 # A malloc'd DLManagedTensorVersioned over A's memory; shape and strides follow the struct.
-function _managed_versioned(A::DLStridedArray{T,N}) where {T,N}
+function _managed_versioned(A::AbstractArray{T,N}) where {T<:DLEltype,N}
     box = _keepalive!(A)
     nbytes = sizeof(DLManagedTensorVersioned) + 16 * N
     mem = Libc.malloc(nbytes)

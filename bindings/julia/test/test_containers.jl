@@ -90,4 +90,48 @@
             end
         end
     end
+
+    @testset "arrays kept by containers are owned" begin
+        if !skip_unless("container ownership tests", "ffi.Array", "ffi.Map", "ffi.List",
+                        "ffi.ListAppend", "ffi.Dict", "ffi.DictSetItem")
+            # a container keeps its elements after the call: a Julia array in it must be an
+            # ffi.Tensor over its memory, not the call's borrowed DLTensor* view
+            churn() = (GC.gc(); [rand(64) for _ in 1:200])
+            A = Float32[1 2 3; 4 5 6]
+            a = TVMArray([A])
+            m = TVMMap("k" => [1, 2, 3])
+            l = TVMList()
+            push!(l, [1.0, 2.0])
+            d = TVMDict()
+            d["x"] = Int32[7, 8]
+            e = ECHO(Any[[1, 2, 3]])
+            r = APPLY(() -> Any[[4.0, 5.0]])
+            junk = churn()
+            @test a[1] isa TVMTensor && from_dlpack(a[1]) == A
+            @test m["k"] isa TVMTensor && from_dlpack(m["k"]) == [1, 2, 3]
+            @test from_dlpack(l[1]) == [1.0, 2.0] && from_dlpack(d["x"]) == Int32[7, 8]
+            @test from_dlpack(e[1]) == [1, 2, 3] && from_dlpack(r[1]) == [4.0, 5.0]
+            @test length(junk) == 200
+        end
+    end
+
+    @testset "strided wrappers pass as tensors, N-d non-strided arrays are refused" begin
+        M = reshape(Float32.(1:12), 3, 4)
+        for X in (transpose(M), M', view(PermutedDimsArray(M, (2, 1)), :, 1:2))
+            tv = ECHO(X)
+            @test tv isa TensorView && size(tv) == size(X) && unsafe_array(tv) == X
+        end
+        @test_throws ArgumentError ECHO(reshape(view(M, 1:2:3, :), 2, 4))
+        @test_throws ArgumentError ECHO(Any[1 2; 3 4])
+        @test ECHO(1:3) isa TVMArray && ECHO(1:3) == [1, 2, 3]  # a range: an ffi.Array of its elements
+    end
+
+    @testset "containers compare and hash by content" begin
+        @test TVMArray([1, 2]) == TVMArray([1, 2]) && TVMArray([1, 2]) == [1, 2] && [1, 2] == TVMArray([1, 2])
+        @test hash(TVMArray([1, 2])) == hash(TVMArray([1, 2])) == hash([1, 2])
+        @test TVMArray([1, 2]) != TVMArray([1, 3]) && TVMList([1]) == TVMArray([1])
+        @test TVMMap("a" => 1) == TVMMap("a" => 1) && TVMMap("a" => 1) == Dict("a" => 1)
+        @test hash(TVMMap("a" => 1)) == hash(TVMMap("a" => 1)) && TVMMap("a" => 1) != TVMMap("a" => 2)
+        @test TVMShape(1, 2) in Set([(1, 2)])
+    end
 end
