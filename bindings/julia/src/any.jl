@@ -95,6 +95,7 @@ end
 @inline _arg(x::Union{Float16,Float32,Float64}) = (_pod(kTVMFFIFloat, reinterpret(UInt64, Float64(x))), nothing)
 @inline _arg(x::BFloat16) = _arg(Float32(x))
 _arg(x::AbstractFloat) = _arg(Float64(x))
+_arg(x::Union{AbstractIrrational,Rational}) = _arg(Float64(x))  # pi, 1//3
 @inline _arg(x::Ptr) = (_pod(kTVMFFIOpaquePtr, UInt64(UInt(x))), nothing)
 @inline _arg(x::DLDataType) = (_pod(kTVMFFIDataType, dtype_bits(x)), nothing)
 @inline _arg(x::DLDevice) = (_pod(kTVMFFIDevice, device_bits(x)), nothing)

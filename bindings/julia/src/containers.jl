@@ -108,6 +108,11 @@ function Base.getindex(a::_Seq, i::Integer)
     return GC.@preserve a _from_any_borrowed(unsafe_load(Ptr{TVMFFIAny}(c.data), i))
 end
 Base.iterate(a::_Seq, i::Int = 1) = i > length(a) ? nothing : (a[i], i + 1)
+Base.keys(a::_Seq) = Base.OneTo(length(a))
+Base.eachindex(a::_Seq) = Base.OneTo(length(a))
+Base.ndims(::_Seq) = 1
+Base.Vector(a::_Seq) = collect(a)
+Base.pairs(a::_Seq) = Iterators.Pairs(a, keys(a))
 Base.eltype(::Type{<:_Seq}) = Any
 Base.firstindex(::_Seq) = 1
 Base.lastindex(a::_Seq) = length(a)
@@ -136,6 +141,13 @@ function Base.deleteat!(l::TVMList, i::Integer)
     return l
 end
 Base.empty!(l::TVMList) = (_require_global("ffi.ListClear")(l); l)
+Base.append!(l::TVMList, xs) = (foreach(x -> push!(l, x), collect(xs)); l)
+function Base.popfirst!(l::TVMList)
+    isempty(l) && throw(ArgumentError("TVMList must be non-empty"))
+    v = l[1]
+    deleteat!(l, 1)
+    return v
+end
 Base.isempty(a::_Seq) = length(a) == 0
 
 # --- ffi.Map / ffi.Dict ----------------------------------------------------------------------
@@ -198,6 +210,13 @@ Base.show(io::IO, m::_AnyMap) = m.handle == C_NULL ? print(io, nameof(typeof(m))
 
 Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, _owned_elem(k), _owned_elem(v)); d)
 Base.delete!(d::TVMDict, k) = (_require_global("ffi.DictErase")(d, k); d)
+function Base.pop!(d::TVMDict, k)
+    v = d[k]  # KeyError when missing
+    delete!(d, k)
+    return v
+end
+Base.pop!(d::TVMDict, k, default) = haskey(d, k) ? pop!(d, k) : default
+Base.get!(d::TVMDict, k, default) = haskey(d, k) ? d[k] : (d[k] = default; d[k])
 Base.empty!(d::TVMDict) = (_require_global("ffi.DictClear")(d); d)
 
 # Containers compare by content, with each other and with Julia vectors and dicts (as the

@@ -103,7 +103,13 @@ end
 
 function Base.print(io::IO, dt::DLDataType)
     out = Ref(ANY_NONE)
-    check_call(TVMFFIDataTypeToString(Ref(dt), out))
+    if TVMFFIDataTypeToString(Ref(dt), out) != 0
+        # a code the library has no name for: still printable (the error is dropped)
+        err = TVMFFIErrorMoveFromRaised()
+        err != C_NULL && TVMFFIObjectDecRef(err)
+        print(io, "code", dt.code, "_", dt.bits, dt.lanes == 1 ? "" : string("x", dt.lanes))
+        return
+    end
     print(io, _from_any_owned(out[])::String)
 end
 Base.show(io::IO, dt::DLDataType) = print(io, "DLDataType(\"", dt, "\")")

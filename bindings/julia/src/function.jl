@@ -28,6 +28,9 @@ const CALLBACK_DELETER = Ref{Ptr{Cvoid}}(C_NULL)
 
 TVMFunction(f::TVMFunction) = f
 function TVMFunction(f)
+    # a value with no call methods would only fail when the library calls it
+    f isa Base.Callable || !isempty(methods(f)) ||
+        throw(ArgumentError("TVMFunction: $(typeof(f)) is not callable"))
     box = _keepalive!(f)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     rc = TVMFFIFunctionCreate(pointer_from_objref(box), TRAMPOLINE[], CALLBACK_DELETER[], out)
@@ -182,6 +185,7 @@ existing name fails with a `TVMError` unless `override = true`. The registry kee
 reference; the Julia callable stays alive until the entry is removed or overridden.
 """
 function register_global_func(name::AbstractString, f; override::Bool = false)
+    isempty(name) && throw(ArgumentError("register_global_func: the name is empty"))
     fn = TVMFunction(f)
     s = String(name)
     GC.@preserve s fn check_call(TVMFFIFunctionSetGlobal(Ref(_bytearray(s)), fn.handle, override))

@@ -126,6 +126,23 @@
         @test ECHO(1:3) isa TVMArray && ECHO(1:3) == [1, 2, 3]  # a range: an ffi.Array of its elements
     end
 
+    @testset "collection methods" begin
+        a = TVMArray([10, 20, 30])
+        @test keys(a) == 1:3 && eachindex(a) == 1:3 && ndims(a) == 1 && Vector(a) == [10, 20, 30]
+        @test findfirst(==(20), a) == 2
+        if have("ffi.ListErase")
+            l = TVMList([1, 2])
+            append!(l, [3, 4])
+            @test popfirst!(l) == 1 && collect(l) == [2, 3, 4]
+        end
+        if have("ffi.DictErase")
+            d = TVMDict("a" => 1)
+            @test pop!(d, "a") == 1 && isempty(d) && pop!(d, "zz", 0) == 0
+            @test_throws KeyError pop!(d, "zz")
+            @test get!(d, "b", 2) == 2 && d["b"] == 2 && get!(d, "b", 3) == 2
+        end
+    end
+
     @testset "containers compare and hash by content" begin
         @test TVMArray([1, 2]) == TVMArray([1, 2]) && TVMArray([1, 2]) == [1, 2] && [1, 2] == TVMArray([1, 2])
         @test hash(TVMArray([1, 2])) == hash(TVMArray([1, 2])) == hash([1, 2])

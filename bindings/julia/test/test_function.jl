@@ -101,4 +101,11 @@ end
         AnyFFI.release!(f)
         @test_throws ArgumentError f(1)
     end
+
+    @testset "registration refuses what cannot be called" begin
+        @test_throws ArgumentError register_global_func("anyffi.test.not_callable", 5)
+        @test_throws ArgumentError register_global_func("", x -> x)
+        @test ECHO(pi) == Float64(pi) && ECHO(1 // 4) == 0.25
+        @test repr(DLDataType(200, 8, 1)) == "DLDataType(\"code200_8\")"
+    end
 end
