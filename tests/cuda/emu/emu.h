@@ -30,6 +30,7 @@ inline std::unique_ptr<std::barrier<>> emu_block_bar;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bar;
 inline float emu_slot_f[32][32];
 inline long long emu_slot_l[32][32];
+inline double emu_slot_d[32][32];
 inline std::vector<unsigned char> emu_dynamic_shared;
 
 #define DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(emu_dynamic_shared.data())
@@ -39,6 +40,7 @@ inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
 template <typename T> inline T (&emu_slots())[32][32];
 template <> inline float (&emu_slots<float>())[32][32] { return emu_slot_f; }
 template <> inline long long (&emu_slots<long long>())[32][32] { return emu_slot_l; }
+template <> inline double (&emu_slots<double>())[32][32] { return emu_slot_d; }
 
 template <typename T> inline T emu_shfl(T v, int src) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -50,6 +52,7 @@ template <typename T> inline T emu_shfl(T v, int src) {
     return r;
 }
 inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl(v, (int)(threadIdx.x & 31) ^ o); }
+inline double __shfl_xor_sync(unsigned, double v, int o) { return emu_shfl(v, (int)(threadIdx.x & 31) ^ o); }
 inline float __shfl_down_sync(unsigned, float v, int o) { return emu_shfl(v, (int)(threadIdx.x & 31) + o); }
 inline long long __shfl_down_sync(unsigned, long long v, int o) {
     return emu_shfl(v, (int)(threadIdx.x & 31) + o);
@@ -62,6 +65,7 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 using std::min;
+using std::isfinite;
 
 inline float emu_f16_to_f32(unsigned short b) { _Float16 h; std::memcpy(&h, &b, 2); return (float)h; }
 inline unsigned short emu_f32_to_f16(float f) {

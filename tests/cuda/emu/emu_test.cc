@@ -119,6 +119,25 @@ void test_rms(void (*k)(T*, const T*, const W*, Lay, i64, float)) {
             }
         }
     close(got, want, tol_of<T>(), std::string("rms_norm ") + dname<T>());
+    // rows whose f32 sum of squares overflows or underflows (eps 0) still come out normalised
+    if (sizeof(T) == 4) {
+        for (double scale : {1e19, 3e38, 1e-30}) {
+            i64 n = 300;
+            std::vector<T> xs(n), ys(n);
+            std::vector<W> ws(n, from_f32<W>(1.0f));
+            for (i64 i = 0; i < n; ++i) xs[i] = from_f32<T>((float)(scale * (i % 3 == 0 ? -1.0 : 0.5 + i / 600.0)));
+            Lay one = make_lay({1}, {{n, n}});
+            emu_launch(1, 1, 256, 0, [&] { k(ys.data(), xs.data(), ws.data(), one, n, 0.0f); });
+            double ss = 0;
+            for (i64 i = 0; i < n; ++i) ss += (double)to_f32(xs[i]) * to_f32(xs[i]);
+            std::vector<double> g2, w2;
+            for (i64 i = 0; i < n; ++i) {
+                w2.push_back(to_f32(xs[i]) / std::sqrt(ss / n));
+                g2.push_back(to_f32(ys[i]));
+            }
+            close(g2, w2, tol_of<T>(), std::string("rms_norm extreme rows ") + dname<T>());
+        }
+    }
 }
 
 template <typename T>

@@ -111,6 +111,18 @@ __device__ float block_sum(float v) {
     __syncthreads();
     return v;
 }
+// Sum in f64 over the block, for the rare rows whose f32 sum overflows or underflows.
+__device__ double block_sum_f64(double v) {
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) part[w] = v;
+    __syncthreads();
+    v = lane < nw ? part[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    return v;
+}
 __device__ float block_max(float v) {
     __shared__ float part[32];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;

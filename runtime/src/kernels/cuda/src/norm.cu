@@ -14,8 +14,21 @@ __device__ void rms_norm(T* y, const T* x, const W* w, Lay rows, i64 d, float ep
         float v = to_f32(xr[i]);
         ss += v * v;
     }
-    ss = block_sum(ss);
-    float r = 1.0f / sqrtf(ss / (float)d + eps);
+    ss = block_sum(ss);  // every thread gets the total, so the branch below is uniform
+    float r;
+    if (!isfinite(ss) || (ss < 1e-28f && ss / (float)d >= eps * 6e-8f)) {
+        // the f32 sum overflowed (|x| past ~1e19) or underflowed while it matters against eps:
+        // again in f64, as the CPU kernel does
+        double s64 = 0.0;
+        for (i64 i = threadIdx.x; i < d; i += blockDim.x) {
+            double v = (double)to_f32(xr[i]);
+            s64 += v * v;
+        }
+        s64 = block_sum_f64(s64);
+        r = (float)(1.0 / sqrt(s64 / (double)d + (double)eps));
+    } else {
+        r = 1.0f / sqrtf(ss / (float)d + eps);
+    }
     for (i64 i = threadIdx.x; i < d; i += blockDim.x) {
         yr[i] = from_f32<T>(to_f32(xr[i]) * r * to_f32(w[i]));
     }
