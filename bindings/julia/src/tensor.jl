@@ -101,7 +101,7 @@ TensorView(A::AbstractArray) = _strided_memory(A) ? _tensorview_of(A) : throw(Ar
 # `pointer` both defined (Transpose and Adjoint of real matrices, nested PermutedDimsArrays,
 # views of those). Ranges and other lazy arrays have neither.
 function _strided_memory(A::AbstractArray)
-    (eltype(A) <: DLEltype && !(A isa AbstractRange)) || return false
+    (eltype(A) <: DLEltype && !(A isa Union{AbstractRange,Base.CodeUnits})) || return false
     try
         strides(A)
         pointer(A)

@@ -112,6 +112,7 @@
             @test from_dlpack(l[1]) == [1.0, 2.0] && from_dlpack(d["x"]) == Int32[7, 8]
             @test from_dlpack(e[1]) == [1, 2, 3] && from_dlpack(r[1]) == [4.0, 5.0]
             @test length(junk) == 200
+            @test TVMArray([codeunits("abcdefghij")])[1] == Vector{UInt8}("abcdefghij")  # bytes stay bytes
         end
     end
 
