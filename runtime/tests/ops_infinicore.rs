@@ -33,7 +33,8 @@ fn rms_norm_strided_and_mixed_precision() {
         (&[16, 2048], Some(&[4096, 1])),
         (&[4, 4, 2048], Some(&[2048, 8192, 1])),
         (&[15, 3584], None),
-        // rows past 2730 f32 go in groups with a weight block in registers: padded and
+        // rows past 2730 elements (f32, and bf16 with bf16 weights) go in groups with a
+        // weight block in registers: padded and
         // permuted rows, column tails (3000 = 11 blocks of 256 + 184; 2900 % 16 = 4), groups
         // of 8 and a remainder
         (&[21, 2900], Some(&[3100, 1])),
