@@ -356,6 +356,14 @@ fn stream_bad_inputs() {
         "TypeError",
         &["`stream`"],
     );
+    // the NULL (default) stream: destroying it is a no-op, as in LLAISYS's CPU runtime
+    ok(
+        "runtime.stream_destroy",
+        &[
+            c.into(),
+            AnyView::from(std::ptr::null_mut::<std::ffi::c_void>()),
+        ],
+    );
 }
 
 #[test]

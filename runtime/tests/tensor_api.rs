@@ -167,6 +167,32 @@ fn copies_across_layouts() {
     assert!(same.same_as(&dst));
 }
 
+/// A copy between overlapping layouts of the same storage reads the whole source first (as
+/// numpy's copyto): a tensor into its own transpose, and shifted windows both ways.
+#[test]
+fn overlapping_copies_read_the_source_first() {
+    let t = arange_i64(&[4, 4]);
+    ok(
+        "runtime.copy_",
+        &[(&t).into(), (&permute(&t, &[1, 0])).into()],
+    );
+    let want: Vec<i64> = (0..16).map(|i| (i % 4) * 4 + i / 4).collect();
+    assert_eq!(read_i64(&t), want);
+    let r = arange_i64(&[8]);
+    ok(
+        "runtime.copy_",
+        &[(&slice(&r, 0, 1, 8)).into(), (&slice(&r, 0, 0, 7)).into()],
+    );
+    assert_eq!(read_i64(&r), vec![0, 0, 1, 2, 3, 4, 5, 6]);
+    ok(
+        "runtime.copy_",
+        &[(&slice(&r, 0, 0, 7)).into(), (&slice(&r, 0, 1, 8)).into()],
+    );
+    assert_eq!(read_i64(&r), vec![0, 1, 2, 3, 4, 5, 6, 6]);
+    ok("runtime.copy_", &[(&r).into(), (&r).into()]); // the same elements: nothing to do
+    assert_eq!(read_i64(&r), vec![0, 1, 2, 3, 4, 5, 6, 6]);
+}
+
 #[test]
 fn borrowed_dltensor_arguments() {
     let src = arange_i64(&[2, 3]);

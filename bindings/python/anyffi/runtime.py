@@ -8,6 +8,7 @@ of the same name; a library built without the runtime raises NotImplementedError
 from __future__ import annotations
 
 import ctypes
+import operator
 from typing import Any, Iterable, Union
 
 from .container import Shape
@@ -41,6 +42,31 @@ def _call(name: str, *args: Any) -> Any:
     return api.require(name, "the device runtime")(*args)
 
 
+def _int(func: str, name: str, v: Any) -> int:
+    """``v`` as an int (integers and ``__index__`` types only: 2.7 is not silently 2)."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"anyffi.runtime.{func}: `{name}` must be an int, got {type(v).__name__}") from None
+
+
+def _dims(func: str, name: str, dims: Any) -> Shape:
+    """A shape or an order as an ffi.Shape, or a TypeError naming the function and argument."""
+    try:
+        ds = [operator.index(x) for x in dims]
+    except TypeError:
+        raise TypeError(f"anyffi.runtime.{func}: `{name}` must be a sequence of ints, got {dims!r}") from None
+    return Shape(ds)
+
+
+def _same_ro(src: Any, out: Tensor) -> Tensor:
+    """``out`` (a view of, or ``src`` itself moved/copied) read-only when ``src`` is: the flag
+    lives on the Python object (`Tensor.read_only`), so every derived view must carry it."""
+    if isinstance(src, Tensor) and src._ro and isinstance(out, Tensor) and not out._ro:
+        out._ro = True
+    return out
+
+
 def device_count(device_type: Union[str, int]) -> int:
     """How many devices of this type exist (0 when the backend is missing)."""
     dt = device(device_type).device_type if isinstance(device_type, str) else int(device_type)
@@ -68,7 +94,7 @@ def stream_synchronize(d: DeviceLike, stream: Any) -> None:
 
 
 def malloc_device(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
-    return _call("malloc_device", _dev(d), int(nbytes))
+    return _call("malloc_device", _dev(d), _int("malloc_device", "nbytes", nbytes))
 
 
 def free_device(d: DeviceLike, ptr: Any) -> None:
@@ -76,7 +102,7 @@ def free_device(d: DeviceLike, ptr: Any) -> None:
 
 
 def malloc_host(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
-    return _call("malloc_host", _dev(d), int(nbytes))
+    return _call("malloc_host", _dev(d), _int("malloc_host", "nbytes", nbytes))
 
 
 def free_host(d: DeviceLike, ptr: Any) -> None:
@@ -84,11 +110,18 @@ def free_host(d: DeviceLike, ptr: Any) -> None:
 
 
 def memcpy(dst: Any, src: Any, nbytes: int, kind: int) -> None:
-    _call("memcpy", _ptr(dst), _ptr(src), int(nbytes), int(kind))
+    _call("memcpy", _ptr(dst), _ptr(src), _int("memcpy", "nbytes", nbytes), _int("memcpy", "kind", kind))
 
 
 def memcpy_async(dst: Any, src: Any, nbytes: int, kind: int, stream: Any) -> None:
-    _call("memcpy_async", _ptr(dst), _ptr(src), int(nbytes), int(kind), _ptr(stream))
+    _call(
+        "memcpy_async",
+        _ptr(dst),
+        _ptr(src),
+        _int("memcpy_async", "nbytes", nbytes),
+        _int("memcpy_async", "kind", kind),
+        _ptr(stream),
+    )
 
 
 # -- tensors ------------------------------------------------------------------------------------
@@ -96,28 +129,37 @@ def memcpy_async(dst: Any, src: Any, nbytes: int, kind: int, stream: Any) -> Non
 
 def empty(shape: Iterable[int], dt: Union[str, dtype] = "float32", d: DeviceLike = "cpu") -> Tensor:
     """A new uninitialised contiguous tensor."""
-    return _call("empty", Shape(shape), dtype(dt), _dev(d))
+    return _call("empty", _dims("empty", "shape", shape), dtype(dt), _dev(d))
 
 
 def view(t: Any, shape: Iterable[int]) -> Tensor:
     """The same memory with another shape (no copy; an error when the strides do not allow it)."""
-    return _call("view", t, Shape(shape))
+    return _same_ro(t, _call("view", t, _dims("view", "shape", shape)))
 
 
 def permute(t: Any, order: Iterable[int]) -> Tensor:
-    return _call("permute", t, Shape(order))
+    return _same_ro(t, _call("permute", t, _dims("permute", "order", order)))
 
 
 def slice(t: Any, dim: int, start: int, end: int) -> Tensor:  # noqa: A001 - the runtime's name
-    return _call("slice", t, int(dim), int(start), int(end))
+    return _same_ro(
+        t,
+        _call("slice", t, _int("slice", "dim", dim), _int("slice", "start", start), _int("slice", "end", end)),
+    )
 
 
 def contiguous(t: Any) -> Tensor:
-    return _call("contiguous", t)
+    out = _call("contiguous", t)
+    if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
+        return t  # already contiguous: the tensor itself (its read-only flag with it)
+    return out
 
 
 def to_device(t: Any, d: DeviceLike) -> Tensor:
-    return _call("to_device", t, _dev(d))
+    out = _call("to_device", t, _dev(d))
+    if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
+        return t  # already there: the tensor itself
+    return out
 
 
 def copy_(dst: Any, src: Any) -> None:

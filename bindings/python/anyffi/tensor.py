@@ -311,7 +311,7 @@ class Tensor(Object):
             raise BufferError(f"anyffi.Tensor: the tensor is on {self.device}, not the CPU")
         d = self.dtype
         kind = _NUMPY_KIND.get(d.code)
-        if kind is None or d.lanes != 1:
+        if kind is None or d.lanes != 1 or d.bits % 8 != 0:
             raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}")
         item = d.bits // 8
         return {

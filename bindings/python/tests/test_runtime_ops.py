@@ -256,3 +256,57 @@ def test_wrapper_errors_name_the_op_and_the_argument():
     for kind, call, pattern in cases:
         with pytest.raises(kind, match=pattern):
             call()
+
+
+@needs_global("runtime.empty", "runtime.view", "runtime.permute", "runtime.slice", "runtime.contiguous", "runtime.copy_")
+def test_read_only_memory_stays_read_only_through_views():
+    x = np.arange(8, dtype="int64")
+    x.flags.writeable = False
+    t = anyffi.from_dlpack(x)
+    derived = [
+        runtime.slice(t, 0, 0, 4),
+        runtime.view(t, (2, 4)),
+        runtime.permute(runtime.view(t, (2, 4)), (1, 0)),
+        runtime.contiguous(t),
+    ]
+    for v in derived:
+        assert v.read_only and not v.numpy().flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        runtime.copy_(runtime.view(t, (2, 4)), np.zeros((2, 4), "int64"))
+    assert (x == np.arange(8)).all()
+
+
+@needs_global("runtime.empty", "runtime.slice", "runtime.permute", "runtime.copy_", "runtime.stream_destroy")
+def test_runtime_layout_edges():
+    # slices of negative-stride tensors (reversed numpy views) move the data pointer
+    r = anyffi.from_dlpack(np.arange(12)[::-1])
+    np.testing.assert_array_equal(runtime.slice(r, 0, 2, 5).numpy(), [9, 8, 7])
+    m = np.arange(12).reshape(3, 4)[::-1, ::-1]
+    np.testing.assert_array_equal(runtime.slice(anyffi.from_dlpack(m), 1, 1, 3).numpy(), m[:, 1:3])
+    # overlapping copies read the source first; a destination writing an element twice is refused
+    t = runtime.empty((4, 4), "int64")
+    a = t.numpy()
+    a[:] = np.arange(16).reshape(4, 4)
+    runtime.copy_(t, runtime.permute(t, (1, 0)))
+    np.testing.assert_array_equal(a, np.arange(16).reshape(4, 4).T)
+    c = np.zeros(4, "int64")
+    wide = np.lib.stride_tricks.as_strided(c, (3, 4), (0, 8), writeable=True)
+    with pytest.raises(ValueError, match="zero stride"):
+        runtime.copy_(wide, np.arange(12).reshape(3, 4))
+    # the NULL stream can be destroyed (a no-op, as in LLAISYS on the CPU)
+    runtime.stream_destroy("cpu", None)
+
+
+@needs_global("runtime.empty", "runtime.slice", "runtime.malloc_device")
+def test_runtime_wrappers_refuse_non_integers():
+    t = runtime.empty((4, 4))
+    with pytest.raises(TypeError, match=r"runtime\.slice: `start` must be an int"):
+        runtime.slice(t, 0, 0.9, 2)
+    with pytest.raises(TypeError, match=r"runtime\.malloc_device: `nbytes`"):
+        runtime.malloc_device("cpu", 10.5)
+    with pytest.raises(TypeError, match=r"runtime\.empty: `shape`"):
+        runtime.empty((2.0, 3))
+    with pytest.raises(TypeError, match=r"runtime\.empty: `shape`"):
+        runtime.empty(5)
+    with pytest.raises(TypeError, match="numpy has no dtype for int4"):
+        runtime.empty((4,), "int4").numpy()

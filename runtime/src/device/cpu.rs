@@ -58,6 +58,11 @@ impl DeviceRuntime for CpuRuntime {
     }
 
     fn destroy_stream(&self, _device_id: i32, stream: Stream) -> Result<()> {
+        if stream.is_null() {
+            // the default stream (LLAISYS's CPU create_stream returns NULL, and destroying it
+            // is a no-op there; synchronize and memcpy_async accept NULL as well)
+            return Ok(());
+        }
         let removed = {
             let mut streams = self.streams.lock();
             let pos = streams.iter().position(|&s| s == stream as usize);

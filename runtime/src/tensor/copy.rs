@@ -46,6 +46,20 @@ impl Side<'_> {
     }
 }
 
+/// Whether the byte ranges two layouts reach intersect (`bits` per element).
+fn overlap(a: &Side<'_>, b: &Side<'_>, bits: usize) -> bool {
+    let range = |t: &Side<'_>| {
+        let (lo, hi) = t.extent();
+        let base = t.base as i128;
+        (
+            base + lo as i128 * bits as i128 / 8,
+            base + ((hi as i128 + 1) * bits as i128 + 7) / 8,
+        )
+    };
+    let ((a0, a1), (b0, b1)) = (range(a), range(b));
+    a0 < b1 && b0 < a1
+}
+
 /// Reads a DLTensor's layout, checking what a foreign producer could get wrong.
 ///
 /// # Safety
@@ -221,6 +235,19 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
         )));
     }
     let elem = bits / 8;
+    if dst
+        .shape
+        .iter()
+        .zip(&dst.strides)
+        .any(|(&n, &s)| n > 1 && s == 0)
+    {
+        // as PyTorch refuses: some memory location would be written more than once
+        return Err(Error::value_error(format!(
+            "dst has a zero stride on a dimension of size > 1 (strides {:?}, shape {:?}): some \
+             elements would be written more than once",
+            dst.strides, dst.shape
+        )));
+    }
     let (d_host, s_host) = (
         dst.device.device_type == kDLCPU && !as_device,
         src.device.device_type == kDLCPU && !as_device,
@@ -228,6 +255,48 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
     // Check both devices exist before touching memory.
     resolve(dst.device)?;
     resolve(src.device)?;
+    let same_device = dst.device.device_type == src.device.device_type
+        && dst.device.device_id == src.device.device_id;
+    if same_device && overlap(&dst, &src, bits) {
+        if dst.base == src.base && dst.strides == src.strides {
+            return Ok(()); // the very same elements
+        }
+        if !(d_host && s_host) {
+            return Err(Error::value_error(
+                "dst and src overlap in device memory; copy src to a separate tensor first",
+            ));
+        }
+        // Overlapping host layouts (a tensor into its own transpose, a shifted view): read the
+        // whole source first, as numpy's copyto does, so the result never depends on the order
+        // of the element copies. (Sub-byte dtypes only get here compact, with elem 0: nbytes.)
+        let mut tmp = vec![0u8; nbytes];
+        let compact = compact_strides(src.shape);
+        // SAFETY: the source layout is valid host memory (caller); `tmp` holds it compactly.
+        unsafe {
+            if elem == 0 {
+                std::ptr::copy(src.base as *const u8, tmp.as_mut_ptr(), nbytes);
+                std::ptr::copy(tmp.as_ptr(), dst.base, nbytes);
+            } else {
+                host_copy(
+                    tmp.as_mut_ptr(),
+                    &compact,
+                    src.base,
+                    &src.strides,
+                    src.shape,
+                    elem,
+                );
+                host_copy(
+                    dst.base,
+                    &dst.strides,
+                    tmp.as_ptr(),
+                    &compact,
+                    dst.shape,
+                    elem,
+                );
+            }
+        }
+        return Ok(());
+    }
     if d_host && s_host {
         // SAFETY: both layouts describe valid host memory (caller's contract).
         unsafe {

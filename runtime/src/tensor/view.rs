@@ -119,15 +119,31 @@ pub fn slice(t: &Tensor, dim: i64, start: i64, end: i64) -> Result<Tensor> {
             "slice start does not fall on a byte boundary for this sub-byte dtype",
         ));
     }
-    let byte_offset = t.dl_tensor.byte_offset as i128 + offset_bits / 8;
-    let byte_offset = u64::try_from(byte_offset).map_err(|_| {
-        Error::value_error(format!(
-            "slice would move the byte offset out of range ({byte_offset})"
-        ))
-    })?;
+    let total = t.dl_tensor.byte_offset as i128 + offset_bits / 8;
+    let (data, byte_offset) = if total < 0 {
+        // a negative stride (a reversed view, e.g. from numpy) moves the start below `data`:
+        // the offset cannot be negative, so the data pointer moves instead (still inside the
+        // storage the view keeps alive)
+        let back = isize::try_from(total).map_err(|_| {
+            Error::value_error(format!(
+                "slice would move the data pointer out of range ({total})"
+            ))
+        })?;
+        (
+            (t.dl_tensor.data as *mut u8).wrapping_offset(back) as *mut std::ffi::c_void,
+            0,
+        )
+    } else {
+        let off = u64::try_from(total).map_err(|_| {
+            Error::value_error(format!(
+                "slice would move the byte offset out of range ({total})"
+            ))
+        })?;
+        (t.dl_tensor.data, off)
+    };
     let mut new_shape = shape.to_vec();
     new_shape[d] = end - start;
-    Ok(t.view_with(t.dl_tensor.data, &new_shape, t.strides(), byte_offset))
+    Ok(t.view_with(data, &new_shape, t.strides(), byte_offset))
 }
 
 /// Registers `runtime.view`, `runtime.permute` and `runtime.slice`.
