@@ -603,14 +603,14 @@ unsafe fn pv_dp_tile<const HC: usize, const W: usize>(
             let r0 = v.add(j * vs);
             let pair = j + 1 < nk;
             let mut x = [[_mm512_setzero_si512(); 2]; 2];
-            for u in 0..W {
+            for (u, xu) in x.iter_mut().enumerate().take(W) {
                 let x0 = ld(r0, u);
                 let x1 = if pair {
                     ld(r0.add(vs), u)
                 } else {
                     _mm512_setzero_si512()
                 };
-                x[u] = [_mm512_unpacklo_epi16(x0, x1), _mm512_unpackhi_epi16(x0, x1)];
+                *xu = [_mm512_unpacklo_epi16(x0, x1), _mm512_unpackhi_epi16(x0, x1)];
             }
             for (h, ah) in a.iter_mut().enumerate() {
                 let w = std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(
