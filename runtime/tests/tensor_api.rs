@@ -193,6 +193,31 @@ fn overlapping_copies_read_the_source_first() {
     assert_eq!(read_i64(&r), vec![0, 1, 2, 3, 4, 5, 6, 6]);
 }
 
+/// A live tensor's storage cannot be freed by hand (the allocator would hand the block to a
+/// second tensor); once the tensor is gone, the address is nobody's special case.
+#[test]
+fn tensor_storage_is_not_free_device_memory() {
+    let t = arange_i64(&[1000]);
+    let p = t.dl_tensor.data;
+    err(
+        "runtime.free_device",
+        &[cpu().into(), AnyView::from(p)],
+        "ValueError",
+        &["runtime.free_device", "storage of a live tensor"],
+    );
+    err(
+        "runtime.free_host",
+        &[cpu().into(), AnyView::from(p)],
+        "ValueError",
+        &["runtime.free_host", "storage of a live tensor"],
+    );
+    assert_eq!(read_i64(&t)[999], 999); // untouched
+    drop(t);
+    let raw = ok("runtime.malloc_device", &[cpu().into(), 64i64.into()]);
+    let q: *mut c_void = raw.get().unwrap();
+    ok("runtime.free_device", &[cpu().into(), AnyView::from(q)]);
+}
+
 #[test]
 fn borrowed_dltensor_arguments() {
     let src = arange_i64(&[2, 3]);

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 
 use anyffi::abi::{kDLCPU, kDLCUDA, DLDevice};
-use anyffi::{Any, Result};
+use anyffi::{Any, Error, Result};
 use anyffi_registry::env;
 
 use super::{device_count, resolve, DeviceRuntime, MemcpyKind, Stream};
@@ -165,6 +165,11 @@ pub(crate) fn register() -> Result<()> {
             let a = Args::new("runtime.free_device", &["device", "ptr"], args)?;
             let d = a.device(0, "device")?;
             let p = a.ptr(1, "ptr")?;
+            if crate::tensor::alloc::is_tensor_storage(d, p) {
+                return Err(Error::value_error(format!(
+                    "{p:p} is the storage of a live tensor; it is freed when the tensor is released"
+                )));
+            }
             resolve(d)?.free_device(d.device_id, p)?;
             Ok(Any::none())
         },
@@ -186,6 +191,11 @@ pub(crate) fn register() -> Result<()> {
             let a = Args::new("runtime.free_host", &["device", "ptr"], args)?;
             let d = a.device(0, "device")?;
             let p = a.ptr(1, "ptr")?;
+            if crate::tensor::alloc::is_tensor_storage(d, p) {
+                return Err(Error::value_error(format!(
+                    "{p:p} is the storage of a live tensor; it is freed when the tensor is released"
+                )));
+            }
             resolve(d)?.free_host(d.device_id, p)?;
             Ok(Any::none())
         },

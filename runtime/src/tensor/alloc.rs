@@ -2,6 +2,7 @@
 //! the storage owner that frees through the device runtime, and the DLPack managed-tensor
 //! allocator installed as the process-wide default behind `TVMFFIEnvTensorAlloc`.
 
+use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -11,6 +12,20 @@ use anyffi::{Any, Error, Result, Tensor};
 
 use crate::args::{def, Args};
 use crate::device::{resolve, DeviceRuntime};
+
+/// Storage of live tensors, as (device type, device id, address): `runtime.free_device` and
+/// `runtime.free_host` refuse these, since the tensor frees its storage when its last view dies
+/// (freeing it by hand let the allocator hand the same block to a second tensor).
+static LIVE_STORAGE: parking_lot::Mutex<Option<HashSet<(i32, i32, usize)>>> =
+    parking_lot::Mutex::new(None);
+
+/// Whether `ptr` on `device` is the storage of a live tensor.
+pub(crate) fn is_tensor_storage(device: DLDevice, ptr: *mut c_void) -> bool {
+    LIVE_STORAGE
+        .lock()
+        .as_ref()
+        .is_some_and(|s| s.contains(&(device.device_type, device.device_id, ptr as usize)))
+}
 
 /// Device memory owned by a tensor; freed through its runtime when the last view dies.
 struct Storage {
@@ -27,6 +42,13 @@ unsafe impl Sync for Storage {}
 
 impl Drop for Storage {
     fn drop(&mut self) {
+        if let Some(live) = LIVE_STORAGE.lock().as_mut() {
+            live.remove(&(
+                self.device.device_type,
+                self.device.device_id,
+                self.ptr as usize,
+            ));
+        }
         if let Err(e) = self.runtime.free_device(self.device.device_id, self.ptr) {
             // Drop cannot fail; this only happens if the driver went away first (process exit).
             eprintln!(
@@ -71,6 +93,12 @@ pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> Result<Tenso
     let nbytes = nbytes_of(shape, dtype)?;
     let runtime = resolve(device)?;
     let ptr = runtime.malloc_device(device.device_id, nbytes)?;
+    if !ptr.is_null() {
+        LIVE_STORAGE
+            .lock()
+            .get_or_insert_with(HashSet::new)
+            .insert((device.device_type, device.device_id, ptr as usize));
+    }
     let storage = Box::new(Storage {
         ptr,
         device,
