@@ -86,15 +86,31 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     eps: f32,
     nt: bool,
 ) {
+    // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
+    unsafe { scale_row(s, y, x, w, 0, d, inv_rms(s, x, d, eps), nt) }
+}
+
+/// The second pass over columns `i0..d` of one row: `y = (x * r) * w`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn scale_row<S: Simd, T: Elem, W: Elem>(
+    s: S,
+    y: *mut T,
+    x: *const T,
+    w: *const W,
+    i0: usize,
+    d: usize,
+    r: f32,
+    nt: bool,
+) {
     let l = S::LANES;
     // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
     unsafe {
         // bf16 rows (and weights) in pair space: one shift and one mask widen 2 LANES
         // elements, one store writes them back (element-wise, so the order never shows).
         let pairs = !nt && is_bf16::<T>() && is_bf16::<W>();
-        let r = inv_rms(s, x, d, eps);
         let rv = s.splat(r);
-        let mut i = 0;
+        let mut i = i0;
         if pairs {
             let (x16, w16, y16) = (x as *const u16, w as *const u16, y as *mut u16);
             while i + 2 * l <= d {
@@ -130,19 +146,20 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
 /// Rows per group of `group_body`.
 const GROUP_ROWS: usize = 8;
 
-/// f32 rows (`g <= GROUP_ROWS` of them, `d` elements each) with f32 weights, in cache: the
-/// second pass runs over column blocks with that block of `w` held in registers for all the
-/// rows, instead of row by row. Row by row, the weight row (16 KiB at d = 4096) is evicted
-/// from L1 by the streaming x and y rows and comes back from L2 for every row: three line
-/// fills per output line instead of two (performance log, session 7). Same arithmetic as
-/// `row_body`, `(x * r) * w`.
+/// Rows (`g <= GROUP_ROWS` of them, `d` elements each) in cache, f32 with f32 weights or bf16
+/// with bf16 weights: the second pass runs over column blocks with that block of `w` held in
+/// registers for all the rows, instead of row by row. Row by row, the weight row (16 KiB of
+/// f32 at d = 4096) is evicted from L1 by the streaming x and y rows and comes back from L2 for
+/// every row: three line fills per output line instead of two (performance log, session 7).
+/// bf16 goes in pair space (`load_bf16_pairs`: the weight block and each row block in the same
+/// (even, odd) order; `store_bf16_pairs` restores it). Same arithmetic as `row_body`.
 #[inline(always)]
-unsafe fn group_body<S: Simd>(
+unsafe fn group_body<S: Simd, T: Elem, W: Elem>(
     s: S,
-    y: *const *mut f32,
-    x: *const *const f32,
+    y: *const *mut T,
+    x: *const *const T,
     g: usize,
-    w: *const f32,
+    w: *const W,
     d: usize,
     eps: f32,
 ) {
@@ -150,25 +167,26 @@ unsafe fn group_body<S: Simd>(
     // SAFETY: forwarded.
     unsafe {
         if S::REGISTERS >= 32 {
-            group_blocks::<S, 16>(s, y, x, g, w, d, eps)
+            group_blocks::<S, T, W, 16>(s, y, x, g, w, d, eps)
         } else {
-            group_blocks::<S, 8>(s, y, x, g, w, d, eps)
+            group_blocks::<S, T, W, 8>(s, y, x, g, w, d, eps)
         }
     }
 }
 
-/// `group_body` with `U` weight vectors per column block.
+/// `group_body` with `U` (even) weight vectors per column block.
 #[inline(always)]
-unsafe fn group_blocks<S: Simd, const U: usize>(
+unsafe fn group_blocks<S: Simd, T: Elem, W: Elem, const U: usize>(
     s: S,
-    y: *const *mut f32,
-    x: *const *const f32,
+    y: *const *mut T,
+    x: *const *const T,
     g: usize,
-    w: *const f32,
+    w: *const W,
     d: usize,
     eps: f32,
 ) {
     let l = S::LANES;
+    let pairs = is_bf16::<T>() && is_bf16::<W>();
     // SAFETY: g row pointers of d elements each; each y row equals its x row or overlaps nothing.
     unsafe {
         let mut r = [0f32; GROUP_ROWS];
@@ -178,111 +196,42 @@ unsafe fn group_blocks<S: Simd, const U: usize>(
         let blk = U * l;
         let mut c = 0;
         while c + blk <= d {
-            let wv: [S::V; U] = std::array::from_fn(|u| s.load(w.add(c + u * l)));
-            for (k, &rk) in r.iter().enumerate().take(g) {
-                let (xk, yk, rv) = (*x.add(k), *y.add(k), s.splat(rk));
-                for (u, &wu) in wv.iter().enumerate() {
-                    let o = c + u * l;
-                    s.store(yk.add(o), s.mul(s.mul(s.load(xk.add(o)), rv), wu));
-                }
-            }
-            c += blk;
-        }
-        for (k, &rk) in r.iter().enumerate().take(g) {
-            let (xk, yk, rv) = (*x.add(k), *y.add(k), s.splat(rk));
-            let mut i = c;
-            while i + l <= d {
-                s.store(
-                    yk.add(i),
-                    s.mul(s.mul(s.load(xk.add(i)), rv), s.load(w.add(i))),
-                );
-                i += l;
-            }
-            while i < d {
-                *yk.add(i) = *xk.add(i) * rk * *w.add(i);
-                i += 1;
-            }
-        }
-    }
-}
-
-/// `group_body` for bf16 rows and weights, in pair space (`load_bf16_pairs`: the weight block
-/// and each row block in the same (even, odd) order; `store_bf16_pairs` restores it).
-#[inline(always)]
-unsafe fn group_body_bf16<S: Simd>(
-    s: S,
-    y: *const *mut u16,
-    x: *const *const u16,
-    g: usize,
-    w: *const u16,
-    d: usize,
-    eps: f32,
-) {
-    // SAFETY: forwarded.
-    unsafe {
-        if S::REGISTERS >= 32 {
-            group_blocks_bf16::<S, 16>(s, y, x, g, w, d, eps)
-        } else {
-            group_blocks_bf16::<S, 8>(s, y, x, g, w, d, eps)
-        }
-    }
-}
-
-/// `group_body_bf16` with `U` (even) weight vectors per column block.
-#[inline(always)]
-unsafe fn group_blocks_bf16<S: Simd, const U: usize>(
-    s: S,
-    y: *const *mut u16,
-    x: *const *const u16,
-    g: usize,
-    w: *const u16,
-    d: usize,
-    eps: f32,
-) {
-    let l = S::LANES;
-    // SAFETY: g row pointers of d bf16 each; each y row equals its x row or overlaps nothing.
-    unsafe {
-        let mut r = [0f32; GROUP_ROWS];
-        for (k, rk) in r.iter_mut().enumerate().take(g) {
-            *rk = inv_rms(s, *x.add(k) as *const bf16, d, eps);
-        }
-        let blk = U * l;
-        let z = s.splat(0.0);
-        let mut c = 0;
-        while c + blk <= d {
-            let mut wv = [z; U];
+            let mut wv = [s.splat(0.0); U];
             for u in (0..U).step_by(2) {
-                (wv[u], wv[u + 1]) = s.load_bf16_pairs(w.add(c + u * l));
+                (wv[u], wv[u + 1]) = if pairs {
+                    s.load_bf16_pairs((w as *const u16).add(c + u * l))
+                } else {
+                    (
+                        W::load(s, w.add(c + u * l)),
+                        W::load(s, w.add(c + (u + 1) * l)),
+                    )
+                };
             }
             for (k, &rk) in r.iter().enumerate().take(g) {
                 let (xk, yk, rv) = (*x.add(k), *y.add(k), s.splat(rk));
                 for u in (0..U).step_by(2) {
                     let o = c + u * l;
-                    let (xe, xo) = s.load_bf16_pairs(xk.add(o));
-                    let (ye, yo) = (s.mul(s.mul(xe, rv), wv[u]), s.mul(s.mul(xo, rv), wv[u + 1]));
-                    s.store_bf16_pairs(yk.add(o), ye, yo);
+                    if pairs {
+                        let (xe, xo) = s.load_bf16_pairs((xk as *const u16).add(o));
+                        let (ye, yo) =
+                            (s.mul(s.mul(xe, rv), wv[u]), s.mul(s.mul(xo, rv), wv[u + 1]));
+                        s.store_bf16_pairs((yk as *mut u16).add(o), ye, yo);
+                    } else {
+                        for v in [u, u + 1] {
+                            let ov = c + v * l;
+                            T::store(
+                                s,
+                                yk.add(ov),
+                                s.mul(s.mul(T::load(s, xk.add(ov)), rv), wv[v]),
+                            );
+                        }
+                    }
                 }
             }
             c += blk;
         }
         for (k, &rk) in r.iter().enumerate().take(g) {
-            let (xk, yk) = (*x.add(k) as *const bf16, *y.add(k) as *mut bf16);
-            let rv = s.splat(rk);
-            let wb = w as *const bf16;
-            let mut i = c;
-            while i + l <= d {
-                let v = s.mul(
-                    s.mul(bf16::load(s, xk.add(i)), rv),
-                    bf16::load(s, wb.add(i)),
-                );
-                bf16::store(s, yk.add(i), v);
-                i += l;
-            }
-            while i < d {
-                let v = bf16::load(Scalar, xk.add(i)) * rk * bf16::load(Scalar, wb.add(i));
-                bf16::store(Scalar, yk.add(i), v);
-                i += 1;
-            }
+            scale_row(s, *y.add(k), *x.add(k), w, c, d, rk, false);
         }
     }
 }
@@ -304,67 +253,37 @@ pub unsafe fn rms_norm<T: Elem, W: Elem>(
     let (n_inner, ys, xs) = (rows.inner(), rows.inner_stride(0), rows.inner_stride(1));
     let n = rows.rows() * n_inner;
     let nt = stream_output(n * d * std::mem::size_of::<T>());
-    // f32 in cache, rows too long for a row of x, y and w to share L1 (32 KiB): rows in groups
-    // (`group_body`). Shorter rows keep w in L1 anyway, and grouping then only adds the second
-    // read of x from L2: (512, 1024) 1.09x the time, (512, 4096) 0.90x (performance log).
+    // f32 (or bf16 with bf16 weights) in cache, rows too long for a row of x, y and w to share
+    // L1 (32 KiB): rows in groups (`group_body`). Shorter rows keep w in L1 anyway, and
+    // grouping then only adds the second read of x from L2. f32: (512, 1024) 1.09x the time,
+    // (512, 4096) 0.90x; bf16: (512,3584) 0.86x, (512,4096) 0.92x, (256,8192) 0.86x,
+    // (512,1024) 1.06x, (512,2048) 1.0x, hence one threshold on d (performance log).
     let grouped = !nt
-        && std::mem::size_of::<T>() == 4
-        && std::mem::size_of::<W>() == 4
-        && 3 * d * 4 > 32 * 1024
-        && super::simd::level() >= super::simd::Level::Avx2;
-    // bf16 rows and weights likewise, in pair space: (512,3584) 0.86x, (512,4096) 0.92x,
-    // (256,8192) 0.86x; (512,1024) 1.06x and (512,2048) 1.0x, hence the same threshold on d
-    let grouped_bf16 = !nt
-        && is_bf16::<T>()
-        && is_bf16::<W>()
+        && (std::mem::size_of::<T>() == 4 && std::mem::size_of::<W>() == 4
+            || is_bf16::<T>() && is_bf16::<W>())
         && 3 * d * 4 > 32 * 1024
         && super::simd::level() >= super::simd::Level::Avx2;
     par_ranges(n, d * 2 * std::mem::size_of::<T>(), 4, |range| {
-        if grouped_bf16 {
-            let mut r0 = range.start;
-            while r0 < range.end {
-                let g = (range.end - r0).min(GROUP_ROWS);
-                let mut yr = [std::ptr::null_mut::<u16>(); GROUP_ROWS];
-                let mut xr = [std::ptr::null::<u16>(); GROUP_ROWS];
-                for k in 0..g {
-                    let r = r0 + k;
-                    let off = rows.row_offsets(r / n_inner);
-                    let i = (r % n_inner) as isize;
-                    // SAFETY: row r is valid (caller); T and W are bf16 here.
-                    unsafe {
-                        yr[k] = yp.get().offset(off[0] + i * ys) as *mut u16;
-                        xr[k] = xp.get().offset(off[1] + i * xs) as *const u16;
-                    }
-                }
-                let (y, x, w) = (yr.as_ptr(), xr.as_ptr(), wp.get() as *const u16);
-                // SAFETY: g valid rows.
-                unsafe {
-                    multiversion!(group_body_bf16, [], (y: *const *mut u16, x: *const *const u16, g: usize, w: *const u16, d: usize, eps: f32))
-                }
-                r0 += g;
-            }
-            return;
-        }
         if grouped {
             let mut r0 = range.start;
             while r0 < range.end {
                 let g = (range.end - r0).min(GROUP_ROWS);
-                let mut yr = [std::ptr::null_mut::<f32>(); GROUP_ROWS];
-                let mut xr = [std::ptr::null::<f32>(); GROUP_ROWS];
+                let mut yr = [std::ptr::null_mut::<T>(); GROUP_ROWS];
+                let mut xr = [std::ptr::null::<T>(); GROUP_ROWS];
                 for k in 0..g {
                     let r = r0 + k;
                     let off = rows.row_offsets(r / n_inner);
                     let i = (r % n_inner) as isize;
-                    // SAFETY: row r is valid (caller); T and W are f32 here (sizes checked).
+                    // SAFETY: row r is valid (caller).
                     unsafe {
-                        yr[k] = yp.get().offset(off[0] + i * ys) as *mut f32;
-                        xr[k] = xp.get().offset(off[1] + i * xs) as *const f32;
+                        yr[k] = yp.get().offset(off[0] + i * ys);
+                        xr[k] = xp.get().offset(off[1] + i * xs) as *const T;
                     }
                 }
-                let (y, x, w) = (yr.as_ptr(), xr.as_ptr(), wp.get() as *const f32);
+                let (y, x, w) = (yr.as_ptr(), xr.as_ptr(), wp.get() as *const W);
                 // SAFETY: g valid rows.
                 unsafe {
-                    multiversion!(group_body, [], (y: *const *mut f32, x: *const *const f32, g: usize, w: *const f32, d: usize, eps: f32))
+                    multiversion!(group_body, [T: Elem, W: Elem], (y: *const *mut T, x: *const *const T, g: usize, w: *const W, d: usize, eps: f32))
                 }
                 r0 += g;
             }
