@@ -272,25 +272,21 @@ A new `ffi.Tensor` over the memory of a strided CPU Julia array, without copying
 and strides, see the layout note in `tensor.jl`). The array is kept alive until the library
 drops the tensor (its DLPack deleter releases it).
 """
-function to_dlpack(A::DLStridedArray{T,N}) where {T,N}
+to_dlpack(A::DLStridedArray) = _export_dlpack(A)
+to_dlpack(t::TVMTensor) = t
+function to_dlpack(A::AbstractArray)
+    _strided_memory(A) || throw(ArgumentError(
+        "to_dlpack: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
+    return _export_dlpack(A)
+end
+
+# The ffi.Tensor of a strided array (checked by the caller).
+function _export_dlpack(A::AbstractArray)
     mt = _managed_versioned(A)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
     if rc != 0
         # not adopted: free it ourselves (the deleter also releases the keep-alive box)
-        _dlpack_deleter_versioned(mt)
-        check_call(rc)
-    end
-    return TVMTensor(out[]; borrowed = false)
-end
-to_dlpack(t::TVMTensor) = t
-function to_dlpack(A::AbstractArray)
-    _strided_memory(A) || throw(ArgumentError(
-        "to_dlpack: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
-    mt = _managed_versioned(A)
-    out = Ref{Ptr{Cvoid}}(C_NULL)
-    rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
-    if rc != 0
         _dlpack_deleter_versioned(mt)
         check_call(rc)
     end
