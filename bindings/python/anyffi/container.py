@@ -22,7 +22,6 @@ from .object import Object, register_object
 Q, q = _mem.Q, _mem.q
 _from_view = _marshal.from_view
 _owned = _marshal.owned_elements
-_PLAIN = _marshal._PLAIN_ELEMENTS
 
 # TVMFFISeqCell at header+24: data@0, size@8, capacity@16; TVMFFIShapeCell: data@0, size@8.
 
@@ -363,9 +362,7 @@ class Dict(_MapBase, MutableMapping):
 
 
 def _conv_list(a, k: int, fr) -> None:
-    if not _PLAIN.issuperset(map(type, a)):
-        a = _owned(a)
-    arr = ffi_api.require("Array", "passing a list or tuple")(*a)
+    arr = ffi_api.require("Array", "passing a list or tuple")(*_owned(a))
     h = arr._h
     arr._h = 0  # the frame releases the reference after the call
     fr.owned.append(h)
