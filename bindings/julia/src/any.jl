@@ -299,10 +299,8 @@ end
 _to_owned_any(::Nothing) = ANY_NONE
 # A borrowed DLTensor* would dangle once the callback returns: export the array instead.
 _to_owned_any(x::DLStridedArray) = _steal(to_dlpack(x))
-function _to_owned_any(x::TensorView)
-    x.parent isa AbstractArray && return _to_owned_any(x.parent)
-    throw(ArgumentError("AnyFFI: cannot return a borrowed DLTensor view whose memory Julia does not own"))
-end
+# A borrowed view (a callback's argument) becomes an ffi.Tensor over the same memory.
+_to_owned_any(x::TensorView) = _steal(to_dlpack(x))
 _to_owned_any(x) = _owned_from_view(x)
 _to_owned_any(x::Base.CodeUnits{UInt8,String}) = _owned_from_view(x)  # bytes, not a tensor
 function _owned_from_view(x)

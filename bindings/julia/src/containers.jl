@@ -92,7 +92,7 @@ const _Seq = Union{TVMArray,TVMList}
 _owned_elem(x) = x
 _owned_elem(A::AbstractArray) = (A isa DLStridedArray || _strided_memory(A)) ? to_dlpack(A) : A
 _owned_elem(b::Base.CodeUnits{UInt8,String}) = b  # bytes, not a tensor
-_owned_elem(tv::TensorView) = tv.parent isa AbstractArray ? to_dlpack(tv.parent) : tv
+_owned_elem(tv::TensorView) = to_dlpack(tv)
 
 TVMArray(xs) = _require_global("ffi.Array")((_owned_elem(x) for x in xs)...)::TVMArray
 TVMArray() = _require_global("ffi.Array")()::TVMArray

@@ -274,6 +274,9 @@ drops the tensor (its DLPack deleter releases it).
 """
 to_dlpack(A::DLStridedArray) = _export_dlpack(A)
 to_dlpack(t::TVMTensor) = t
+# A view of a Julia array exports the array; a borrowed one (a callback's DLTensor* argument)
+# gets an ffi.Tensor over the same memory, valid as long as the view's owner keeps it.
+to_dlpack(tv::TensorView) = tv.parent isa AbstractArray ? to_dlpack(tv.parent) : _export_view(tv)
 function to_dlpack(A::AbstractArray)
     _strided_memory(A) || throw(ArgumentError(
         "to_dlpack: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
@@ -287,6 +290,31 @@ function _export_dlpack(A::AbstractArray)
     rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
     if rc != 0
         # not adopted: free it ourselves (the deleter also releases the keep-alive box)
+        _dlpack_deleter_versioned(mt)
+        check_call(rc)
+    end
+    return TVMTensor(out[]; borrowed = false)
+end
+
+# The ffi.Tensor of a borrowed view: its metadata copied into a malloc'd managed tensor with no
+# keep-alive (the memory is the view owner's).
+function _export_view(tv::TensorView{N}) where {N}
+    mem = Libc.malloc(sizeof(DLManagedTensorVersioned) + 16 * N)
+    mem == C_NULL && throw(OutOfMemoryError())
+    mt = Ptr{DLManagedTensorVersioned}(mem)
+    shp = Ptr{Int64}(mem + sizeof(DLManagedTensorVersioned))
+    strd = shp + 8 * N
+    for i in 1:N
+        unsafe_store!(shp, tv.shape_buf[i], i)
+        unsafe_store!(strd, tv.strides_buf[i], i)
+    end
+    dl = DLTensor(tv.data, tv.device, Int32(N), tv.dtype, shp, strd, tv.byte_offset)
+    unsafe_store!(mt, DLManagedTensorVersioned(
+        DLPackVersion(LibAnyFFI.DLPACK_MAJOR_VERSION, LibAnyFFI.DLPACK_MINOR_VERSION),
+        C_NULL, DLPACK_DELETER_VERSIONED[], UInt64(0), dl))
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
+    if rc != 0
         _dlpack_deleter_versioned(mt)
         check_call(rc)
     end

@@ -68,6 +68,22 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         end
     end
 
+    @testset "a callback's borrowed view, kept or returned, becomes an ffi.Tensor" begin
+        A = Float32[1 2 3; 4 5 6]
+        kept = Any[]
+        APPLY(v -> (push!(kept, TVMArray([v]), to_dlpack(v)); nothing), A)
+        r = APPLY(v -> v, A)  # a callback returning its argument view
+        GC.gc(); GC.gc()
+        churn = [rand(64) for _ in 1:2000]  # reuse whatever the views' memory was
+        for t in (kept[1][1], kept[2], r)
+            @test t isa TVMTensor
+            @test size(t) == (2, 3) && strides(t) == (1, 2)
+            @test pointer(t) == pointer(A)
+            @test Array(t) == A
+        end
+        @test isempty(churn) == false
+    end
+
     @testset "contiguous and strided arrays keep their strides" begin
         M = reshape(Float32.(1:60), 3, 4, 5)
         cases = [

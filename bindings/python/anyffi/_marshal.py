@@ -526,7 +526,16 @@ def owned_elements(items: Any) -> Any:
         return items
     out = None
     for j, v in enumerate(items):
-        if type(v) in _PLAIN_ELEMENTS or isinstance(v, Object):
+        if type(v) in _PLAIN_ELEMENTS:
+            continue
+        if isinstance(v, Object):
+            # a borrowed view (a callback's DLTensor* argument) points at the caller's DLTensor,
+            # gone after the call: the container gets an ffi.Tensor sharing its memory instead
+            if v._h or not getattr(v, "is_view", False) or not v._dl:
+                continue
+            if out is None:
+                out = list(items)
+            out[j] = CAPSULE_TO_TENSOR[0](v)
             continue
         for prep in OWNED_PREPARE:
             v2 = prep(v)

@@ -292,7 +292,7 @@ class Tensor(Object):
             raise BufferError(f"anyffi.Tensor.__dlpack__: cannot export to device {dl_device}")
         h = self._h
         if not h:
-            raise BufferError("anyffi.Tensor.__dlpack__: a borrowed DLTensor view cannot be exported; use from_dlpack on its owner")
+            return _export_view(self, max_version is not None and max_version[0] >= 1)
         out = ctypes.c_void_p()
         if max_version is not None and max_version[0] >= 1:
             check_call(_capi.TVMFFITensorToDLPackVersioned(h, ctypes.byref(out)))
@@ -374,6 +374,45 @@ def _capsule_destructor(cap: int, Q=Q, string_at=ctypes.string_at, Deleter=_capi
 
 _CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_capsule_destructor))  # lives as long as any capsule
+
+
+# -- exporting a borrowed view ------------------------------------------------------------------
+#
+# A view (a callback's DLTensor* argument) has no ffi.Tensor to hand out. Its export is a managed
+# tensor built here: a copy of the DLTensor with its own shape and strides, kept in
+# _VIEW_EXPORTS until the consumer calls the deleter. The memory is the view's owner's, so the
+# consumer's array is valid as long as the view is (during the callback), as with numpy().
+
+_VIEW_EXPORTS: dict[int, Any] = {}
+
+
+@_capi.DLManagedTensorDeleter
+def _view_export_deleter(mt: int, exports=_VIEW_EXPORTS) -> None:
+    exports.pop(mt, None)
+
+
+_VIEW_EXPORT_DELETER_ADDR = ctypes.cast(_view_export_deleter, ctypes.c_void_p).value
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_view_export_deleter))  # a consumer may outlive the module
+
+
+def _export_view(t: Tensor, versioned: bool) -> object:
+    if t._ro and not versioned:
+        raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
+    src = _capi.DLTensor.from_address(t._dlt())
+    nd = src.ndim
+    dims = (ctypes.c_int64 * (2 * nd or 1))(*t.shape, *t.strides)
+    mt = _capi.DLManagedTensorVersioned() if versioned else _capi.DLManagedTensor()
+    dl = mt.dl_tensor
+    dl.data, dl.device, dl.ndim, dl.dtype, dl.byte_offset = src.data, src.device, nd, src.dtype, src.byte_offset
+    dl.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    dl.strides = ctypes.cast(ctypes.byref(dims, 8 * nd), ctypes.POINTER(ctypes.c_int64))
+    mt.deleter = _VIEW_EXPORT_DELETER_ADDR
+    if versioned:
+        mt.version.major, mt.version.minor = 1, 0
+        mt.flags = _DLPACK_FLAG_READ_ONLY if t._ro else 0
+    addr = ctypes.addressof(mt)
+    _VIEW_EXPORTS[addr] = (mt, dims)
+    return _PyCapsule_New(addr, _VERSIONED if versioned else _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
 
 
 def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool = False) -> Tensor:

@@ -174,15 +174,6 @@ def test_callback_returning_numpy_gives_owned_tensor(t):
     np.testing.assert_array_equal(r.numpy(), np.arange(5))
 
 
-def test_view_cannot_be_exported(t):
-    def f(v):
-        with pytest.raises(BufferError):
-            v.__dlpack__()
-        return True
-
-    assert t.apply(f, np.zeros(2)) is True
-
-
 def test_closed_tensor():
     t = anyffi.from_dlpack(np.zeros(2))
     t.close()
@@ -268,6 +259,59 @@ def test_views_kept_by_a_callback_are_closed_after_it(t):
     seen = []
     t.apply(lambda v: seen.append(v.numpy().sum()), np.arange(4.0))
     assert seen == [6.0]
+
+
+def test_a_callbacks_views_export_as_dlpack_and_into_containers(t):
+    import gc
+
+    from anyffi import tensor as tensor_mod
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # strided: (3, 2), strides (4, 2)
+    kept = {}
+
+    def cb(v):
+        a = np.from_dlpack(v)  # versioned capsule
+        kept["np_same"] = a.ctypes.data == x.ctypes.data and a.strides == x.strides
+        a[0, 0] = 100.0
+        legacy = v.__dlpack__()
+        kept["legacy"] = anyffi.from_dlpack(legacy)
+        kept["owned"] = anyffi.from_dlpack(v)
+        kept["array"] = anyffi.Array([v, 1])
+        kept["map"] = anyffi.Map({"t": v})
+        kept["unused"] = v.__dlpack__(max_version=(1, 0))  # dropped unconsumed below
+
+    n0 = len(tensor_mod._VIEW_EXPORTS)
+    t.apply(cb, x)
+    assert kept.pop("np_same") is True
+    assert x[0, 0] == 100.0
+    del kept["unused"]
+    gc.collect()
+    _ = [np.ones(64) for _ in range(2000)]  # reuse whatever the caller's DLTensor was
+    for r in (kept["legacy"], kept["owned"], kept["array"][0], kept["map"]["t"]):
+        assert isinstance(r, anyffi.Tensor) and not r.is_view
+        assert r.shape == (3, 2) and r.strides == (4, 2)
+        assert r.data_ptr == x.ctypes.data
+        np.testing.assert_array_equal(r.numpy(), x)
+    assert len(tensor_mod._VIEW_EXPORTS) == n0 + 4
+    del r
+    kept.clear()
+    gc.collect()
+    assert len(tensor_mod._VIEW_EXPORTS) == n0  # every export's deleter ran
+
+
+def test_a_read_only_view_exports_read_only(t):
+    ro = anyffi.from_dlpack(np.frombuffer(b"\x01\x02\x03\x04", np.uint8))
+    got = {}
+
+    def cb(v):
+        v._ro = True  # as a view of read-only memory would be
+        got["w"] = np.from_dlpack(v).flags.writeable
+        with pytest.raises(BufferError):
+            v.__dlpack__()
+
+    t.apply(cb, np.zeros(3, np.uint8))
+    assert got == {"w": False}
+    assert ro.read_only
 
 
 def test_callbacks_may_return_their_tensor_argument(t):
