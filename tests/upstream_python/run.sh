@@ -16,12 +16,14 @@
 #   - .cache/upstream-python/<name>/tests: a fresh copy of the suite plus conftest.py (this
 #     directory), which stops the run unless exactly the library under test is mapped.
 # Tests skipped there are those needing torch, CUDA or a newer/free-threaded Python.
-# UPSTREAM_JOBS sets the pytest-xdist worker count (default 2). The exit status is pytest's.
+# UPSTREAM_JOBS sets the pytest-xdist worker count (default 2); UPSTREAM_VENV another venv (one
+# with torch installed runs the torch tests too: .venv-torch, see AGENTS.md). The exit status is
+# pytest's.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 here="$root/tests/upstream_python"
 wheel_pkg="$root/.cache/wheel/unpacked/tvm_ffi"
-venv="$root/.cache/venv-upstream"
+venv="${UPSTREAM_VENV:-$root/.cache/venv-upstream}"
 
 [[ $# -ge 1 ]] || { echo "usage: $0 LIBDIR [pytest args...]" >&2; exit 2; }
 libdir="$(cd "$1" && pwd)"
