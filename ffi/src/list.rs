@@ -14,7 +14,7 @@ use crate::abi::{kTVMFFIList, TVMFFIObject, TVMFFISeqCell};
 use crate::any::{Any, AnyView, FromAny};
 use crate::error::{Error, Result};
 use crate::object::{make_object, ObjectRef, ObjectType};
-use crate::seq::{alloc_any_buffer, free_any_buffer, SeqObj};
+use crate::seq::{alloc_any_buffer, free_any_buffer, try_alloc_any_buffer, SeqObj};
 
 /// Initial capacity of lists built from values (`ffi.List(...)`).
 pub const LIST_INIT_CAPACITY: usize = 4;
@@ -62,16 +62,17 @@ impl ListObj {
         unsafe { (*self.cell()).size }
     }
 
-    /// Moves the elements into a buffer of exactly `n` slots when `n` exceeds the capacity.
-    pub fn reserve(&self, n: i64) {
+    /// Moves the elements into a buffer of exactly `n` slots when `n` exceeds the capacity; a
+    /// MemoryError (the list unchanged) when there is no such buffer.
+    pub fn reserve(&self, n: i64) -> Result<()> {
         let cell = self.cell();
         // SAFETY: the cell describes `size` initialised values; they are moved bitwise into the
         // new buffer, then the old buffer is released with its own deleter, as C++ does.
         unsafe {
             if n <= (*cell).capacity {
-                return;
+                return Ok(());
             }
-            let fresh = alloc_any_buffer(n as usize);
+            let fresh = try_alloc_any_buffer(n as usize)?;
             let size = (*cell).size as usize;
             if size > 0 {
                 ptr::copy_nonoverlapping((*cell).data as *const Any, fresh as *mut Any, size);
@@ -83,6 +84,7 @@ impl ListObj {
             (*cell).data = fresh as *mut _;
             (*cell).capacity = n;
         }
+        Ok(())
     }
 
     /// Grows (doubling, at least to fit) so that `extra` more elements fit.
@@ -92,7 +94,14 @@ impl ListObj {
         if cap >= size + extra {
             return;
         }
-        self.reserve((cap * 2).max(size + extra));
+        let n = (cap * 2).max(size + extra);
+        if self.reserve(n).is_err() {
+            // out of memory for a doubling: abort, as any allocation failure in Rust does
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align((n as usize).saturating_mul(16), 8)
+                    .unwrap_or(std::alloc::Layout::new::<u8>()),
+            );
+        }
     }
 
     /// Element `i` (official IndexError when out of range).
@@ -338,8 +347,14 @@ mod tests {
         assert_eq!(e.capacity(), 1);
         e.push(Any::from(1i64));
         assert_eq!(e.capacity(), 2);
-        e.reserve(10);
+        e.reserve(10).unwrap();
         assert_eq!(e.capacity(), 10);
+        // a capacity no allocator has, or whose size overflows: MemoryError, list unchanged
+        for n in [1i64 << 44, 1 << 62, i64::MAX] {
+            let err = e.reserve(n).unwrap_err();
+            assert_eq!(err.kind(), "MemoryError", "{n}");
+            assert_eq!((e.capacity(), e.len()), (10, 2));
+        }
     }
 
     #[test]

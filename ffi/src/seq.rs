@@ -33,9 +33,14 @@ pub struct SeqObj {
 static CXX_NEW: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 static CXX_DELETE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 
-// `C-unwind`: operator new reports exhaustion by throwing, which then aborts at our boundary.
-type CxxNew = unsafe extern "C-unwind" fn(usize) -> *mut c_void;
+// `operator new(size_t, const std::nothrow_t&)`: NULL instead of a throw when memory runs out
+// (a C++ exception must not reach Rust frames). libstdc++'s calls the (possibly replaced)
+// `operator new(size_t)` inside a try block, and its blocks are freed by `operator delete`.
+type CxxNew = unsafe extern "C" fn(usize, *const c_void) -> *mut c_void;
 type CxxDelete = unsafe extern "C" fn(*mut c_void);
+
+/// The argument `std::nothrow` stands for (an empty struct, never read).
+static NOTHROW: u8 = 0;
 
 fn cxx_symbol(cache: &AtomicPtr<c_void>, name: &CStr) -> *mut c_void {
     let p = cache.load(Ordering::Acquire);
@@ -52,13 +57,13 @@ fn cxx_symbol(cache: &AtomicPtr<c_void>, name: &CStr) -> *mut c_void {
 
 /// The C++ allocation pair, when both operators are available.
 fn cxx_operators() -> Option<(CxxNew, CxxDelete)> {
-    let new = cxx_symbol(&CXX_NEW, c"_Znwm");
+    let new = cxx_symbol(&CXX_NEW, c"_ZnwmRKSt9nothrow_t");
     let delete = cxx_symbol(&CXX_DELETE, c"_ZdlPv");
     if new.is_null() || delete.is_null() {
         return None;
     }
-    // SAFETY: these are the Itanium-ABI names of `operator new(unsigned long)` and
-    // `operator delete(void*)`, whose calling convention is the C one on this platform.
+    // SAFETY: these are the Itanium-ABI names of `operator new(unsigned long, std::nothrow_t
+    // const&)` and `operator delete(void*)`, whose calling convention is the C one here.
     unsafe {
         Some((
             std::mem::transmute::<*mut c_void, CxxNew>(new),
@@ -82,25 +87,46 @@ pub(crate) unsafe extern "C" fn free_any_buffer(data: *mut c_void) {
     }
 }
 
-/// A buffer for `n` values (NULL for `n == 0`), released by `free_any_buffer`.
-pub(crate) fn alloc_any_buffer(n: usize) -> *mut TVMFFIAny {
+/// A buffer for `n` values (NULL for `n == 0`), released by `free_any_buffer`; a MemoryError
+/// when the size overflows or the allocator has no such block.
+pub(crate) fn try_alloc_any_buffer(n: usize) -> Result<*mut TVMFFIAny> {
     if n == 0 {
-        return ptr::null_mut();
+        return Ok(ptr::null_mut());
     }
     let bytes = n
         .checked_mul(std::mem::size_of::<TVMFFIAny>())
-        .expect("sequence capacity overflows usize");
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| {
+            Error::new(
+                "MemoryError",
+                format!("cannot allocate room for {n} elements: the size overflows"),
+            )
+        })?;
     let p = match cxx_operators() {
-        // SAFETY: operator new returns a suitably aligned block or throws (which aborts here,
-        // as any allocation failure does).
-        Some((new, _)) => unsafe { new(bytes) },
+        // SAFETY: the nothrow operator new returns an aligned block or NULL.
+        Some((new, _)) => unsafe { new(bytes, &NOTHROW as *const u8 as *const c_void) },
         // SAFETY: plain malloc; checked below.
         None => unsafe { libc::malloc(bytes) },
     } as *mut TVMFFIAny;
     if p.is_null() {
-        std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(bytes, 8).unwrap());
+        return Err(Error::new(
+            "MemoryError",
+            format!("cannot allocate {bytes} bytes for {n} elements"),
+        ));
     }
-    p
+    Ok(p)
+}
+
+/// As `try_alloc_any_buffer` for sizes the library chose itself (a failure aborts, as any
+/// allocation failure in Rust does).
+pub(crate) fn alloc_any_buffer(n: usize) -> *mut TVMFFIAny {
+    match try_alloc_any_buffer(n) {
+        Ok(p) => p,
+        Err(_) => std::alloc::handle_alloc_error(
+            std::alloc::Layout::from_size_align(n.saturating_mul(16).min(isize::MAX as usize), 8)
+                .unwrap(),
+        ),
+    }
 }
 
 impl SeqObj {

@@ -437,19 +437,19 @@ def from_result(fr: Frame) -> Any:
     """
     i = fr.ri
     ti = fr.I[0]
-    if ti >= 64:
-        # The slot must hold a value below 64 before the next call with this frame (callees
-        # treat it as an owned Any); PODs and inline values may stay, objects may not.
-        try:
-            return from_owned(i)
-        finally:
-            fr.Q[0] = 0
-    if ti == 7 and fr.keep:
-        ptr = fr.Q[1]
-        for cap in fr.keep:
-            if type(cap).__name__ == "PyCapsule" and CAPSULE_TENSOR[0](cap) == ptr:
-                return CAPSULE_TO_TENSOR[0](cap)
-    return from_owned(i)
+    # The slot goes back to None after every result: callees treat it as an owned Any (it must
+    # not keep an object the caller now owns), and a function that returns nothing leaves it as
+    # it is (the official library's void functions do), which must read as None, not as the
+    # previous call's result.
+    try:
+        if ti == 7 and fr.keep:
+            ptr = fr.Q[1]
+            for cap in fr.keep:
+                if type(cap).__name__ == "PyCapsule" and CAPSULE_TENSOR[0](cap) == ptr:
+                    return CAPSULE_TO_TENSOR[0](cap)
+        return from_owned(i)
+    finally:
+        fr.Q[0] = 0
 
 
 # (capsule -> address of its DLTensor) and (capsule -> owning Tensor); set by tensor.py.

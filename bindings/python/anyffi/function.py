@@ -166,6 +166,7 @@ class Function(Object):
             if ti == 0:
                 return None
             if ti == 1:
+                Q[0] = 0  # None again for the next call (see _marshal.from_result)
                 return q[1]
             if ti == 7 and cap is not None:
                 keep.append(cap)  # the result may be the argument's own DLTensor

@@ -121,3 +121,13 @@ def test_error_in_argument_conversion_leaves_no_leak(t):
         t.nop(f, Bad())
     assert f.use_count == 1
     assert t.echo(3) == 3  # the frame went back to the pool clean
+
+
+def test_list_reserve_beyond_memory_is_an_error_not_an_abort(t):
+    lst = anyffi.get_global_func("ffi.List")(1, 2)
+    for n in (1 << 40, 1 << 44):
+        with pytest.raises(Exception) as e:
+            anyffi.get_global_func("ffi.ListReserve")(lst, n)
+        if not t.official:  # the official library raises InternalError (std::bad_alloc)
+            assert isinstance(e.value, MemoryError)
+    assert list(lst) == [1, 2]

@@ -269,3 +269,16 @@ def test_rvalue_ref_argument_is_moved():
     assert slot.value is None
     assert got[0].same_as(moved) and got[0]() == "moved"
     assert moved.use_count == 2  # ours and the callback's (moved, not copied)
+
+
+def test_a_function_returning_nothing_gives_none_after_any_result():
+    # the official library's void functions leave the result slot untouched: the package resets
+    # it after every result, or DictClear would return DictSize's 1
+    get = anyffi.get_global_func
+    d = get("ffi.Dict")("a", 1)
+    for before in (lambda: get("ffi.DictSize")(d), lambda: get("ffi.Dict")("b", 2.5), lambda: get("ffi.String")("x" * 20)):
+        before()
+        assert get("ffi.DictClear")(d) is None
+        get("ffi.DictSetItem")(d, "a", 1)
+    assert get("ffi.DictSize")(d) == 1
+    assert get("ffi.DictErase")(d, "a") is None
