@@ -551,8 +551,8 @@ impl Comparer {
             }
             return Err(Error::type_error(format!(
                 "Cannot compare values of different types: {} vs {}",
-                l.as_view().type_key(),
-                r.as_view().type_key()
+                crate::function::mismatch_type_key(&l.as_view()),
+                crate::function::mismatch_type_key(&r.as_view())
             )));
         }
         if lti < kTVMFFIStaticObjectBegin {

@@ -574,7 +574,7 @@ impl Writer {
                         None => {
                             return Err(Error::value_error(format!(
                                 "Expect key to be string, got `{}`",
-                                key.as_view().type_key()
+                                crate::function::mismatch_type_key(&key.as_view())
                             )))
                         }
                     }
@@ -677,7 +677,7 @@ impl Writer {
             _ => {
                 return Err(Error::value_error(format!(
                     "Unsupported type: `{}`",
-                    v.type_key()
+                    crate::function::mismatch_type_key(&v)
                 )))
             }
         }

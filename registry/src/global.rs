@@ -61,6 +61,30 @@ impl Registrar<'_> {
         self.0.insert(name.into(), entry);
     }
 
+    /// Adds a packed function described by the given type schema (see `function_schema`).
+    pub fn packed_schema<F>(&mut self, name: &str, doc: &str, schema: String, f: F)
+    where
+        F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
+    {
+        let mut entry = packed_entry(doc, Function::from_packed(f));
+        entry.metadata = metadata_json(&schema);
+        self.0.insert(name.into(), entry);
+    }
+
+    /// Adds a typed function whose schema is more precise than its Rust types say (a `Module`
+    /// returned as `Any`, an `Array` of strings): `schema` replaces the derived one.
+    pub fn typed_schema<Args, F: TypedFn<Args>>(
+        &mut self,
+        name: &str,
+        doc: &str,
+        schema: String,
+        f: F,
+    ) {
+        let mut entry = typed_entry::<Args, F>(name, doc, f);
+        entry.metadata = metadata_json(&schema);
+        self.0.insert(name.into(), entry);
+    }
+
     /// Adds a typed function with its type schema.
     pub fn typed<Args, F: TypedFn<Args>>(&mut self, name: &str, doc: &str, f: F) {
         self.0
@@ -84,6 +108,59 @@ fn typed_entry<Args, F: TypedFn<Args>>(name: &str, doc: &str, f: F) -> GlobalEnt
         metadata: metadata_json(&F::type_schema()),
         flags: kTVMFFIFieldFlagBitMaskIsStaticMethod,
     }
+}
+
+/// The type schema of a function taking `params` and returning `ret`, each written as in a
+/// C++ signature (`Array<Tuple<int, ffi.Function>>`, `Optional<ffi.VisitInterrupt>`, `AnyView`,
+/// `void`): `{"type":"ffi.Function","named_args":{"return":[..],"params":[..]}}`.
+pub fn function_schema(params: &[&str], ret: &str) -> String {
+    let params: Vec<String> = params.iter().map(|p| type_schema_of(p)).collect();
+    format!(
+        "{{\"type\":\"ffi.Function\",\"named_args\":{{\"return\":[{}],\"params\":[{}]}}}}",
+        type_schema_of(ret),
+        params.join(",")
+    )
+}
+
+/// The schema of one C++-style type text: `{"type":"ffi.Array","args":[...]}` and so on.
+pub fn type_schema_of(text: &str) -> String {
+    let text = text.trim();
+    let (base, inner) = match text.find('<') {
+        Some(i) if text.ends_with('>') => (&text[..i], Some(&text[i + 1..text.len() - 1])),
+        _ => (text, None),
+    };
+    let key = match base.trim() {
+        "Array" => "ffi.Array",
+        "Map" => "ffi.Map",
+        "List" => "ffi.List",
+        "Dict" => "ffi.Dict",
+        "String" | "str" => "ffi.String",
+        "AnyView" => "Any",
+        "void" => "None",
+        other => other,
+    };
+    let Some(inner) = inner else {
+        return format!("{{\"type\":{}}}", json_string(key));
+    };
+    // split the arguments at top-level commas
+    let (mut args, mut depth, mut start) = (Vec::new(), 0i32, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(type_schema_of(&inner[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    args.push(type_schema_of(&inner[start..]));
+    format!(
+        "{{\"type\":{},\"args\":[{}]}}",
+        json_string(key),
+        args.join(",")
+    )
 }
 
 /// `{"type_schema": "<schema as a JSON string>"}`.

@@ -574,7 +574,7 @@ unsafe extern "C" fn engine_visit(v: *mut TVMFFIObject, value: TVMFFIAny) -> TVM
 
 /// `ffi.StructuralWalk(root, callbacks, callbacks_with_def_region_kind, order)`.
 pub fn structural_walk(
-    root: &Any,
+    root: AnyView<'_>,
     links: Vec<Link>,
     links_with_region: Vec<Link>,
     order: i32,
@@ -589,7 +589,7 @@ pub fn structural_walk(
 }
 
 /// `ffi.StructuralVisit(root, callbacks)`.
-pub fn structural_visit(root: &Any, links: Vec<Link>) -> Result<Option<Any>> {
+pub fn structural_visit(root: AnyView<'_>, links: Vec<Link>) -> Result<Option<Any>> {
     let v = new_engine(Engine::Visit { links });
     // SAFETY: a live visitor of ours.
     decode_visit(unsafe { visit_raw(v.as_raw(), root.raw()) })

@@ -2,7 +2,7 @@
 
 use anyffi::{Any, AnyView, Error, Shape};
 
-use crate::global::Registrar;
+use crate::global::{self, Registrar};
 
 pub(super) fn register(r: &mut Registrar<'_>) {
     r.packed(
@@ -20,7 +20,10 @@ pub(super) fn register(r: &mut Registrar<'_>) {
             };
             for (i, a) in args.iter().enumerate() {
                 match a.type_index() {
-                    anyffi::abi::kTVMFFIInt => dims[i] = a.as_i64().unwrap(),
+                    // bools are ints here, as in the official library
+                    anyffi::abi::kTVMFFIInt | anyffi::abi::kTVMFFIBool => {
+                        dims[i] = a.as_i64().unwrap()
+                    }
                     _ => {
                         return Err(Error::value_error(format!(
                             "ffi.Shape: argument #{i} must be an int, got {}",
@@ -32,33 +35,38 @@ pub(super) fn register(r: &mut Registrar<'_>) {
             Ok(Any::from(Shape::new(dims)))
         },
     );
-    r.packed(
+    r.packed_schema(
         "ffi.String",
         "String(s): s itself as an ffi.String (the same object when it is one).",
-        |args| identity_cast(args, "ffi.String", |v| v.as_str().is_some()),
+        global::function_schema(&["ffi.String"], "ffi.String"),
+        |args| identity_cast(args, "ffi.String", "str", |v| v.as_str().is_some()),
     );
-    r.packed(
+    r.packed_schema(
         "ffi.Bytes",
         "Bytes(b): b itself as ffi.Bytes (the same object when it is one).",
-        |args| identity_cast(args, "ffi.Bytes", |v| v.as_bytes().is_some()),
+        global::function_schema(&["ffi.Bytes"], "ffi.Bytes"),
+        |args| identity_cast(args, "ffi.Bytes", "bytes", |v| v.as_bytes().is_some()),
     );
 }
 
 /// Returns the single argument when `accepts` it (keeping object identity; raw views become
 /// owned objects), else a TypeError.
+/// Messages as the official typed function's (`ty` is the Python-facing name, `str`/`bytes`).
 fn identity_cast(
     args: &[AnyView<'_>],
     name: &str,
+    ty: &str,
     accepts: impl Fn(&AnyView<'_>) -> bool,
 ) -> anyffi::Result<Any> {
+    let sig = anyffi::function::signature(name, &[ty], ty);
     match args {
         [v] if accepts(v) => v.to_owned(),
         [v] => Err(Error::type_error(format!(
-            "{name}: expected {name}, got {}",
-            v.type_key()
+            "Mismatched type on argument #0 when calling: `{sig}`. Expected `{ty}` but got `{}`",
+            anyffi::function::mismatch_type_key(v)
         ))),
         _ => Err(Error::type_error(format!(
-            "{name}: expected 1 argument, got {}",
+            "Mismatched number of arguments when calling: `{sig}`. Expected 1 but got {} arguments",
             args.len()
         ))),
     }

@@ -48,7 +48,10 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                 kTVMFFIInt | kTVMFFIBool => indent.as_i64().unwrap_or(0) as i32,
                 _ => return Err(mismatch(1, indent)),
             };
-            Ok(string_any(&anyffi::json::stringify(*value, indent)?))
+            // as an owned Any, like the official `const Any&` parameter: a `const char*` or
+            // byte-array view becomes the String/Bytes it stands for
+            let value = value.to_owned()?;
+            Ok(string_any(&anyffi::json::stringify(value.as_view(), indent)?))
         },
     );
 }

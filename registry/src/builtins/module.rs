@@ -3,16 +3,17 @@
 
 use anyffi::{Any, Error, Function};
 
-use crate::global::Registrar;
+use crate::global::{self, Registrar};
 use crate::module::{self, Module};
 
 pub(super) fn register(r: &mut Registrar<'_>) {
     if let Err(e) = module::register_reflection() {
         eprintln!("anyffi: registering the reflection of ffi.Module failed: {e}");
     }
-    r.typed(
+    r.typed_schema(
         "ffi.ModuleLoadFromFile",
         "Loads a module from a file, by extension.",
+        global::function_schema(&["ffi.String"], "ffi.Module"),
         |path: String| module::load_from_file(&path),
     );
     r.typed(
@@ -55,9 +56,10 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "The source of a module (library modules have none).",
         |m: Module, fmt: String| m.inspect_source(&fmt),
     );
-    r.typed(
+    r.typed_schema(
         "ffi.ModuleGetWriteFormats",
         "The formats a module can be written in.",
+        global::function_schema(&["ffi.Module"], "Array<ffi.String>"),
         |m: Module| m.write_formats(),
     );
     r.typed(

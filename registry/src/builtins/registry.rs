@@ -13,13 +13,14 @@ pub(super) fn register(r: &mut Registrar<'_>) {
             Function::from_typed(
                 "ffi.FunctionListGlobalNamesFunctor.<lambda>",
                 move |i: i64| -> anyffi::Result<Any> {
-                    if i == -1 {
+                    // any negative index is the count, as in the official library
+                    if i < 0 {
                         return Ok(Any::from(names.len() as i64));
                     }
                     match usize::try_from(i).ok().and_then(|i| names.get(i)) {
                         Some(n) => Ok(Any::from(n.as_str())),
                         None => Err(Error::index_error(format!(
-                            "ffi.FunctionListGlobalNamesFunctor: index {i} out of range [0, {})",
+                            "ffi.FunctionListGlobalNamesFunctor: Index {i} out of bounds {}",
                             names.len()
                         ))),
                     }

@@ -73,11 +73,11 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralMutator", "AnyView"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         MUTATE.name,
         "StructuralMutatorMutate(mutator, value): value mutated through the mutator's dispatch \
          (copy-on-write; the value itself when unchanged).",
-        |_m: Any, _value: Any| -> Any { unreachable!("schema only") },
+        MUTATE.schema(),
         |args| {
             let args = MUTATE.count::<2>(args)?;
             let (_keep, m) = MUTATE.mutator(args, 0)?;
@@ -91,11 +91,11 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralMutator", "AnyView"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         DEFAULT_MUTATE.name,
         "StructuralMutatorDefaultMutate(mutator, value): the default mutation of value (its \
          __s_mutate__ hook, or its reflected fields copy-on-write).",
-        |_m: Any, _value: Any| -> Any { unreachable!("schema only") },
+        DEFAULT_MUTATE.schema(),
         |args| {
             let args = DEFAULT_MUTATE.count::<2>(args)?;
             let (_keep, m) = DEFAULT_MUTATE.mutator(args, 0)?;
@@ -109,10 +109,10 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralMutator", "AnyView"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         REMAP_GET.name,
         "StructuralMutatorVarRemapGet(mutator, var): the replacement recorded for var, or None.",
-        |_m: Any, _var: Any| -> Any { unreachable!("schema only") },
+        REMAP_GET.schema(),
         |args| {
             let args = REMAP_GET.count::<2>(args)?;
             let (_keep, m) = REMAP_GET.mutator(args, 0)?;
@@ -125,10 +125,10 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralMutator", "AnyView", "AnyView"],
         ret: "void",
     };
-    r.packed_as(
+    r.packed_schema(
         REMAP_SET.name,
         "StructuralMutatorVarRemapSet(mutator, var, value): record value as the replacement of var.",
-        |_m: Any, _var: Any, _value: Any| {},
+        REMAP_SET.schema(),
         |args| {
             let args = REMAP_SET.count::<3>(args)?;
             let (_keep, m) = REMAP_SET.mutator(args, 0)?;
@@ -142,10 +142,10 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralMutator"],
         ret: "int",
     };
-    r.packed_as(
+    r.packed_schema(
         REGION.name,
         "StructuralMutatorDefRegionKind(mutator): the current definition-region kind.",
-        |_m: Any| -> i64 { unreachable!("schema only") },
+        REGION.schema(),
         |args| {
             let args = REGION.count::<1>(args)?;
             let (_keep, m) = REGION.mutator(args, 0)?;
@@ -158,11 +158,11 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralMutator", "int", "ffi.Function"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         WITH_REGION.name,
         "StructuralMutatorWithDefRegionKind(mutator, kind, callback): callback() with the \
          definition-region kind set (inside a pattern region the pattern stays).",
-        |_m: Any, _kind: i64, _cb: Function| -> Any { unreachable!("schema only") },
+        WITH_REGION.schema(),
         |args| {
             let args = WITH_REGION.count::<3>(args)?;
             let (_keep, m) = WITH_REGION.mutator(args, 0)?;
@@ -177,14 +177,12 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["Any", TABLE, TABLE, "int"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         MAP.name,
         "StructuralMap(root, callbacks, callbacks_with_def_region_kind, order): rewrite root, \
          calling the first matching callback before (order 0) or after the children are \
          rewritten; a callback returns the replacement.",
-        |_root: Any, _callbacks: Any, _with_kind: Any, _order: i64| -> Any {
-            unreachable!("schema only")
-        },
+        MAP.schema(),
         |args| {
             let args = MAP.count::<4>(args)?;
             let root = args[0].to_owned()?;
@@ -199,11 +197,11 @@ fn register_mutate(r: &mut Registrar<'_>) {
         params: &["Any", "Array<Tuple<int, ffi.Function, bool>>"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         SMUTATE.name,
         "StructuralMutate(root, callbacks): mutate root; the first matching callback, called as \
          callback(value, mutator[, inplace_mode]), owns the mutation of its value.",
-        |_root: Any, _callbacks: Any| -> Any { unreachable!("schema only") },
+        SMUTATE.schema(),
         |args| {
             let args = SMUTATE.count::<2>(args)?;
             let root = args[0].to_owned()?;
@@ -246,6 +244,11 @@ const OPT_INTERRUPT: &str = "Optional<ffi.VisitInterrupt>";
 impl Sig {
     fn text(&self) -> String {
         anyffi::function::signature(self.name, self.params, self.ret)
+    }
+
+    /// The metadata type schema of this signature, as the official library writes it.
+    fn schema(&self) -> String {
+        crate::global::function_schema(self.params, self.ret)
     }
 
     fn count<'a, const N: usize>(&self, args: &'a [AnyView<'a>]) -> Result<&'a [AnyView<'a>; N]> {
@@ -406,10 +409,10 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralVisitor", "AnyView"],
         ret: OPT_INTERRUPT,
     };
-    r.packed_as(
+    r.packed_schema(
         VISIT.name,
         "StructuralVisitorVisit(visitor, value): visit value through the visitor's dispatch.",
-        |_v: Any, _value: Any| -> Option<Any> { unreachable!("schema only") },
+        VISIT.schema(),
         |args| {
             let args = VISIT.count::<2>(args)?;
             let (_keep, v) = VISIT.visitor(args, 0)?;
@@ -423,11 +426,11 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralVisitor", "AnyView"],
         ret: OPT_INTERRUPT,
     };
-    r.packed_as(
+    r.packed_schema(
         DEFAULT_VISIT.name,
         "StructuralVisitorDefaultVisit(visitor, value): the default descent into value \
          (its __s_visit__ hook or its reflected fields).",
-        |_v: Any, _value: Any| -> Option<Any> { unreachable!("schema only") },
+        DEFAULT_VISIT.schema(),
         |args| {
             let args = DEFAULT_VISIT.count::<2>(args)?;
             let (_keep, v) = DEFAULT_VISIT.visitor(args, 0)?;
@@ -441,10 +444,10 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralVisitor"],
         ret: "int",
     };
-    r.packed_as(
+    r.packed_schema(
         REGION.name,
         "StructuralVisitorDefRegionKind(visitor): the current definition-region kind.",
-        |_v: Any| -> i64 { unreachable!("schema only") },
+        REGION.schema(),
         |args| {
             let args = REGION.count::<1>(args)?;
             let (_keep, v) = REGION.visitor(args, 0)?;
@@ -457,11 +460,11 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["ffi.StructuralVisitor", "int", "ffi.Function"],
         ret: "Any",
     };
-    r.packed_as(
+    r.packed_schema(
         WITH_REGION.name,
         "StructuralVisitorWithDefRegionKind(visitor, kind, callback): callback() with the \
          definition-region kind set (inside a pattern region the pattern stays).",
-        |_v: Any, _kind: i64, _cb: Function| -> Any { unreachable!("schema only") },
+        WITH_REGION.schema(),
         |args| {
             let args = WITH_REGION.count::<3>(args)?;
             let (_keep, v) = WITH_REGION.visitor(args, 0)?;
@@ -476,21 +479,20 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["AnyView", TABLE, TABLE, "int"],
         ret: OPT_INTERRUPT,
     };
-    r.packed_as(
+    r.packed_schema(
         WALK.name,
         "StructuralWalk(root, callbacks, callbacks_with_def_region_kind, order): visit every \
          occurrence, calling the first matching callback before (order 0) or after the \
          children; a callback returns None/0 (advance), 1 (skip children) or a VisitInterrupt.",
-        |_root: Any, _callbacks: Any, _with_kind: Any, _order: i64| -> Option<Any> {
-            unreachable!("schema only")
-        },
+        WALK.schema(),
         |args| {
             let args = WALK.count::<4>(args)?;
             let links = WALK.links(args, 1)?;
             let links_kind = WALK.links(args, 2)?;
             let order = WALK.int(args, 3)? as i32;
-            let root = args[0].to_owned()?;
-            Ok(visit::structural_walk(&root, links, links_kind, order)?.unwrap_or_default())
+            // the root as given (an `AnyView` parameter): a `const char*` root is visited as
+            // type 8, as in the official library, not as the String it would convert to
+            Ok(visit::structural_walk(args[0], links, links_kind, order)?.unwrap_or_default())
         },
     );
     const SVISIT: Sig = Sig {
@@ -498,16 +500,15 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["AnyView", TABLE],
         ret: OPT_INTERRUPT,
     };
-    r.packed_as(
+    r.packed_schema(
         SVISIT.name,
         "StructuralVisit(root, callbacks): visit root; the first matching callback, called as \
          callback(value, visitor), owns the descent into its value.",
-        |_root: Any, _callbacks: Any| -> Option<Any> { unreachable!("schema only") },
+        SVISIT.schema(),
         |args| {
             let args = SVISIT.count::<2>(args)?;
             let links = SVISIT.links(args, 1)?;
-            let root = args[0].to_owned()?;
-            Ok(visit::structural_visit(&root, links)?.unwrap_or_default())
+            Ok(visit::structural_visit(args[0], links)?.unwrap_or_default())
         },
     );
     const FIND: Sig = Sig {
@@ -515,11 +516,11 @@ fn register_visit(r: &mut Registrar<'_>) {
         params: &["ffi.Object", "ffi.VisitErrorContext", "bool"],
         ret: "Array<ffi.reflection.AccessPath>",
     };
-    r.packed_as(
+    r.packed_schema(
         FIND.name,
         "VisitErrorContext.FindAccessPaths(root, context, allow_prefix_match): the access paths \
          from root that follow the objects the error context recorded.",
-        |_root: Any, _ctx: Any, _prefix: bool| -> Array { unreachable!("schema only") },
+        FIND.schema(),
         |args| {
             let args = FIND.count::<3>(args)?;
             if args[0].type_index() < anyffi::abi::kTVMFFIStaticObjectBegin {
