@@ -248,6 +248,8 @@ pub fn make_object_from_packed_args(args: &[AnyView<'_>]) -> Result<Any> {
     }
     let info = type_info(index)?;
     let key = type_key(info).to_string();
+    // first whether the type can be created at all, as the official library checks
+    let obj = create_empty_object(index)?;
     let mut names = Vec::with_capacity(rest.len() / 2);
     for (i, kv) in rest.chunks_exact(2).enumerate() {
         names.push(string_arg(
@@ -255,7 +257,6 @@ pub fn make_object_from_packed_args(args: &[AnyView<'_>]) -> Result<Any> {
             &format!("{WHAT}: argument #{} (field name)", 2 * i + 1),
         )?);
     }
-    let obj = create_empty_object(index)?;
     let mut used = vec![false; names.len()];
     for f in all_fields(info) {
         let found = names
