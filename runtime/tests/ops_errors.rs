@@ -313,6 +313,39 @@ fn contiguity_null_overlap_errors() {
         "ValueError",
         &["partially overlaps"],
     );
+    // interleaved views of one buffer (numpy's buf[:, ::2] and buf[:, 1::2]) share no element:
+    // accepted, and only the even columns are written
+    let mut buf = HostTensor::new(&[3, 8], Dt::F32);
+    buf.set(&(0..24).map(|i| i as f64).collect::<Vec<_>>());
+    let (even, odd) = (
+        HostTensor::strided(&[3, 4], &[8, 2], Dt::F32),
+        HostTensor::strided(&[3, 4], &[8, 2], Dt::F32),
+    );
+    let (mut even, mut odd) = (even, odd);
+    even.dl.data = buf.dl.data;
+    odd.dl.data = buf.dl.data;
+    odd.dl.byte_offset = 4;
+    call("ops.add", &[even.view(), odd.view(), odd.view()]).unwrap();
+    let got = buf.get();
+    for (i, g) in got.iter().enumerate() {
+        let want = if i % 2 == 0 {
+            2.0 * (i + 1) as f64
+        } else {
+            i as f64
+        };
+        assert_eq!(*g, want, "element {i}");
+    }
+    // columns 0..4 against columns 2..6 of the same rows: they share elements
+    let mut left = HostTensor::strided(&[3, 4], &[8, 1], Dt::F32);
+    let mut right = HostTensor::strided(&[3, 4], &[8, 1], Dt::F32);
+    left.dl.data = buf.dl.data;
+    right.dl.data = buf.dl.data;
+    right.dl.byte_offset = 8;
+    expect_err(
+        call("ops.add", &[left.view(), right.view(), right.view()]),
+        "ValueError",
+        &["partially overlaps"],
+    );
     let x = HostTensor::new(&[1, 3], Dt::F32);
     let w = HostTensor::new(&[3, 3], Dt::F32);
     let mut y = HostTensor::new(&[1, 3], Dt::F32);

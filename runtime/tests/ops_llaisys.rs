@@ -203,57 +203,63 @@ fn rms_norm_vectors() {
 /// Rows whose f32 sum of squares overflows (|x| ~ 1e19 .. 3e38) or underflows (|x| ~ 1e-30
 /// with eps 0) still come out normalised, as in f64; rows that eps dominates and zero rows
 /// stay as they were (zero rows with eps 0 give NaN, 0 * 1/sqrt(0), as the reference does).
+/// Subnormal rows with eps 0 (1 / rms past f32) too, in the row-by-row kernel (d = 37) and
+/// in the grouped one (d = 3000, 9 rows).
 #[test]
 fn rms_norm_rows_at_the_ends_of_f32() {
-    let d = 37usize;
-    let rows: [(f64, f64); 6] = [
+    let rows: [(f64, f64); 8] = [
         (1e19, 1e-5),
         (3e38, 1e-5),
         (1e-30, 0.0),
+        (1e-41, 0.0),
+        (3e-39, 0.0),
         (1e-25, 1e-5),
         (0.0, 1e-5),
         (0.0, 0.0),
     ];
-    for dt in [Dt::F32, Dt::BF16] {
-        for (scale, eps) in rows {
-            if dt == Dt::BF16 && scale < 1e-37 && scale > 0.0 {
-                continue; // below bf16's range
-            }
-            let vals: Vec<f64> = (0..d)
-                .map(|j| {
-                    scale
-                        * if j % 3 == 0 {
-                            -1.0
-                        } else {
-                            0.5 + j as f64 / 74.0
-                        }
-                })
-                .collect();
-            let mut x = HostTensor::new(&[1, d as i64], dt);
-            x.set(&vals);
-            let xv = x.get();
-            let mut w = HostTensor::new(&[d as i64], dt);
-            w.set(&vec![1.0; d]);
-            let y = HostTensor::new(&[1, d as i64], dt);
-            call(
-                "ops.rms_norm",
-                &[y.view(), x.view(), w.view(), AnyView::from(eps)],
-            )
-            .unwrap();
-            let ms = xv.iter().map(|v| v * v).sum::<f64>() / d as f64;
-            let want: Vec<f64> = xv.iter().map(|v| v / (ms + eps).sqrt()).collect();
-            let got = y.get();
-            for j in 0..d {
-                let ok = if want[j].is_nan() {
-                    got[j].is_nan()
-                } else {
-                    (got[j] - want[j]).abs() <= dt.tol() * (1.0 + want[j].abs())
-                };
-                assert!(
-                    ok,
-                    "{dt:?} rows of {scale:e}, eps {eps}: y[{j}] = {}, want {}",
-                    got[j], want[j]
-                );
+    for (d, n) in [(37usize, 1usize), (3000, 9)] {
+        for dt in [Dt::F32, Dt::BF16] {
+            for (scale, eps) in rows {
+                if dt == Dt::BF16 && scale < 1e-37 && scale > 0.0 {
+                    continue; // below bf16's range
+                }
+                let vals: Vec<f64> = (0..n * d)
+                    .map(|j| {
+                        let j = j % d;
+                        scale
+                            * if j % 3 == 0 {
+                                -1.0
+                            } else {
+                                0.5 + j as f64 / 74.0
+                            }
+                    })
+                    .collect();
+                let mut x = HostTensor::new(&[n as i64, d as i64], dt);
+                x.set(&vals);
+                let xv = x.get();
+                let mut w = HostTensor::new(&[d as i64], dt);
+                w.set(&vec![1.0; d]);
+                let y = HostTensor::new(&[n as i64, d as i64], dt);
+                call(
+                    "ops.rms_norm",
+                    &[y.view(), x.view(), w.view(), AnyView::from(eps)],
+                )
+                .unwrap();
+                let ms = xv[..d].iter().map(|v| v * v).sum::<f64>() / d as f64;
+                let want: Vec<f64> = xv.iter().map(|v| v / (ms + eps).sqrt()).collect();
+                let got = y.get();
+                for j in 0..n * d {
+                    let ok = if want[j].is_nan() {
+                        got[j].is_nan()
+                    } else {
+                        (got[j] - want[j]).abs() <= dt.tol() * (1.0 + want[j].abs())
+                    };
+                    assert!(
+                        ok,
+                        "{dt:?} d {d}: rows of {scale:e}, eps {eps}: y[{j}] = {}, want {}",
+                        got[j], want[j]
+                    );
+                }
             }
         }
     }
@@ -531,4 +537,49 @@ fn swiglu_vectors() {
         .map(|g| g / (1.0 + (-g).exp()))
         .collect();
     assert_close("swiglu extremes", &out.get(), &want, 1e-6, 1e-6);
+}
+
+/// A head size of 0: every score is 0, so each query averages the V rows it sees (bf16 took a
+/// dot-product kernel that read 512 bytes of each empty row).
+#[test]
+fn self_attention_with_head_size_zero() {
+    setup();
+    for (l, s, h, hk, dv, dt) in [Dt::F32, Dt::F16, Dt::BF16].into_iter().flat_map(|dt| {
+        [
+            (2usize, 3usize, 2usize, 1usize, 4usize, dt),
+            (1, 40, 6, 2, 16, dt),
+        ]
+    }) {
+        let q = HostTensor::new(&[l as i64, h as i64, 0], dt);
+        let k = HostTensor::new(&[s as i64, hk as i64, 0], dt);
+        let mut v = HostTensor::new(&[s as i64, hk as i64, dv as i64], dt);
+        let vals: Vec<f64> = (0..s * hk * dv).map(|i| i as f64).collect();
+        v.set(&vals);
+        let vv = v.get(); // as rounded to dt
+        let out = HostTensor::new(&[l as i64, h as i64, dv as i64], dt);
+        call(
+            "ops.self_attention",
+            &[out.view(), q.view(), k.view(), v.view(), AnyView::from(1.0)],
+        )
+        .unwrap();
+        let mut want = Vec::new();
+        for i in 0..l {
+            let seen = s - l + i + 1;
+            for hh in 0..h {
+                for t in 0..dv {
+                    let g = hh / (h / hk);
+                    want.push(
+                        (0..seen).map(|j| vv[(j * hk + g) * dv + t]).sum::<f64>() / seen as f64,
+                    );
+                }
+            }
+        }
+        assert_close(
+            &format!("d = 0, {dt:?}"),
+            &out.get(),
+            &want,
+            dt.tol(),
+            dt.tol(),
+        );
+    }
 }

@@ -338,10 +338,39 @@ impl<'a> TensorArg<'a> {
         ((base + lo * e) as usize, (base + (hi + 1) * e) as usize)
     }
 
+    /// Whether the two tensors may share an element: their byte spans intersect, and the
+    /// distance between their first elements does not rule it out. Every element sits at its
+    /// first element's address plus a multiple of `g`, the gcd of both tensors' byte strides,
+    /// so interleaved views (`buf[:, ::2]` and `buf[:, 1::2]`) are disjoint when that distance
+    /// modulo `g` keeps their elements apart.
     fn overlaps(&self, other: &TensorArg<'_>) -> bool {
         let (a0, a1) = self.span();
         let (b0, b1) = other.span();
-        a0 < b1 && b0 < a1
+        if !(a0 < b1 && b0 < a1) {
+            return false;
+        }
+        fn gcd(a: i64, b: i64) -> i64 {
+            if b == 0 {
+                a
+            } else {
+                gcd(b, a % b)
+            }
+        }
+        let mut g = 0i64;
+        for t in [self, other] {
+            for (&n, &s) in t.shape.iter().zip(t.strides()) {
+                if n > 1 {
+                    g = gcd(g, (s as i64 * t.esize as i64).abs());
+                }
+            }
+        }
+        if g == 0 {
+            return true; // one element each, and their spans intersect
+        }
+        let (ea, eb) = (self.esize as i64, other.esize as i64);
+        let r = (self.data as i64 - other.data as i64).rem_euclid(g);
+        // the address differences are r + k*g; elements meet when one lies in (-ea, eb)
+        r < eb || g - r < ea
     }
 
     /// ValueError if this output shares memory with `input`.

@@ -119,9 +119,10 @@ void test_rms(void (*k)(T*, const T*, const W*, Lay, i64, float)) {
             }
         }
     close(got, want, tol_of<T>(), std::string("rms_norm ") + dname<T>());
-    // rows whose f32 sum of squares overflows or underflows (eps 0) still come out normalised
+    // rows whose f32 sum of squares overflows or underflows (eps 0) still come out normalised,
+    // subnormal ones too (1 / rms past f32)
     if (sizeof(T) == 4) {
-        for (double scale : {1e19, 3e38, 1e-30}) {
+        for (double scale : {1e19, 3e38, 1e-30, 1e-41}) {
             i64 n = 300;
             std::vector<T> xs(n), ys(n);
             std::vector<W> ws(n, from_f32<W>(1.0f));

@@ -787,7 +787,10 @@ unsafe fn item_body<S: Simd, T: Elem>(
         let pbs = n + n % 2;
         #[cfg(target_arch = "x86_64")]
         let pb = sc.add(grp * n + grp * dm.d) as *mut u16;
-        if use_dp {
+        if dm.d == 0 {
+            // empty heads: every score is 0 (each query averages the values it sees)
+            std::ptr::write_bytes(sc, 0, grp * n);
+        } else if use_dp {
             #[cfg(target_arch = "x86_64")]
             for jb in (0..n).step_by(PREFETCH_KEYS) {
                 let je = (jb + PREFETCH_KEYS).min(n);
@@ -1070,7 +1073,7 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>) -> R) -> R {
 fn scores_by_bf16_dot<T: Elem>(d: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        is_bf16::<T>() && d <= 256 && crate::kernels::cpu::gemv::bf16_dot_available()
+        is_bf16::<T>() && d > 0 && d <= 256 && crate::kernels::cpu::gemv::bf16_dot_available()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

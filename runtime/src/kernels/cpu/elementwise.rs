@@ -246,11 +246,15 @@ mod tests {
     #[test]
     fn swiglu_edges_follow_the_reference() {
         use super::super::simd::{force_level, Level};
-        let cases: [(f32, f32); 14] = [
+        let cases: [(f32, f32); 17] = [
             (-1e35, 1.0),
             (-3e38, -2.0),
             (-100.0, 5.0),
             (-89.0, 1.0),
+            // e^88.5 is finite (2.7e38): a small quotient, scaled back up by a huge `up`
+            (-88.5, 3e38),
+            (-88.7, f32::INFINITY),
+            (-88.4, -1e38),
             (-20.0, 1.0),
             (0.0, 7.0),
             (-0.0, 1.0),
@@ -270,7 +274,7 @@ mod tests {
             };
             u as f64 * (g as f64 / (1.0 + e))
         };
-        // 48 elements: the cases in the SIMD body and in the scalar tail
+        // 56 elements: the cases in the SIMD body and in the scalar tail
         let n = 3 * cases.len() + 5;
         let (g, u): (Vec<f32>, Vec<f32>) = (0..n).map(|i| cases[i % cases.len()]).unzip();
         for lv in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {

@@ -87,7 +87,30 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     nt: bool,
 ) {
     // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
-    unsafe { scale_row(s, y, x, w, 0, d, inv_rms(s, x, d, eps), nt) }
+    unsafe {
+        let r = inv_rms(s, x, d, eps);
+        if r.is_infinite() {
+            row_f64(y, x, w, d, eps)
+        } else {
+            scale_row(s, y, x, w, 0, d, r, nt)
+        }
+    }
+}
+
+/// A whole row in f64, for rows whose `1 / rms` is past f32 (subnormal rows with eps = 0, or
+/// an all-zero row, which gives NaN as the reference does).
+#[inline(never)]
+#[cold]
+unsafe fn row_f64<T: Elem, W: Elem>(y: *mut T, x: *const T, w: *const W, d: usize, eps: f32) {
+    // SAFETY: d elements in each row and in w; y equals x or does not overlap it (each element
+    // is read before it is written).
+    unsafe {
+        let r = 1.0 / (sum_squares_f64(x, d) / d as f64 + eps as f64).sqrt();
+        for i in 0..d {
+            let v = T::load(Scalar, x.add(i)) as f64 * r * W::load(Scalar, w.add(i)) as f64;
+            T::store(Scalar, y.add(i), v as f32);
+        }
+    }
 }
 
 /// The second pass over columns `i0..d` of one row: `y = (x * r) * w`.
@@ -192,6 +215,13 @@ unsafe fn group_blocks<S: Simd, T: Elem, W: Elem, const U: usize>(
         let mut r = [0f32; GROUP_ROWS];
         for (k, rk) in r.iter_mut().enumerate().take(g) {
             *rk = inv_rms(s, *x.add(k), d, eps);
+        }
+        if r[..g].iter().any(|v| v.is_infinite()) {
+            // a row past f32's range (see `row_f64`): the group goes row by row
+            for k in 0..g {
+                row_body(s, *y.add(k), *x.add(k), w, d, eps, false);
+            }
+            return;
         }
         let blk = U * l;
         let mut c = 0;

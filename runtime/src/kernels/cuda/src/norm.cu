@@ -25,7 +25,16 @@ __device__ void rms_norm(T* y, const T* x, const W* w, Lay rows, i64 d, float ep
             s64 += v * v;
         }
         s64 = block_sum_f64(s64);
-        r = (float)(1.0 / sqrt(s64 / (double)d + (double)eps));
+        double r64 = 1.0 / sqrt(s64 / (double)d + (double)eps);
+        if (r64 > 3.4028234663852886e38) {
+            // 1 / rms past f32 (subnormal rows with eps 0): the whole row in f64; an all-zero
+            // row gives NaN (0 * inf), as the reference does
+            for (i64 i = threadIdx.x; i < d; i += blockDim.x) {
+                yr[i] = from_f32<T>((float)((double)to_f32(xr[i]) * r64 * (double)to_f32(w[i])));
+            }
+            return;
+        }
+        r = (float)r64;
     } else {
         r = 1.0f / sqrtf(ss / (float)d + eps);
     }
