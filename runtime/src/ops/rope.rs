@@ -32,7 +32,7 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     pos.expect_contiguous()?;
     if d % 2 != 0 {
         return Err(Error::value_error(format!(
-            "{OP}: the head size d must be even, got shape {}",
+            "{OP}: `x` must have an even head size d (its last dimension), got shape {}",
             inp.shape_str()
         )));
     }

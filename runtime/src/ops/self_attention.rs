@@ -32,13 +32,14 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     out.expect_shape("(seqlen, nhead, dv)", &[l, h, dv])?;
     if hk == 0 || h % hk != 0 {
         return Err(Error::value_error(format!(
-            "{OP}: nhead ({h}) must be a multiple of nkvhead ({hk})"
+            "{OP}: nhead ({h}) must be a multiple of nkvhead ({hk}): `q` has {h} heads, `k` and \
+             `v` have {hk}"
         )));
     }
     if s < l {
         return Err(Error::value_error(format!(
-            "{OP}: total_len ({s}) must be >= seqlen ({l}): with the causal mask aligned \
-             bottom-right, the first rows would see no key"
+            "{OP}: total_len ({s}) must be >= seqlen ({l}): `k` and `v` hold {s} positions, \
+             `q` {l}; with the causal mask aligned bottom-right, the first rows would see no key"
         )));
     }
     for t in [&out, &q, &kk, &v] {
