@@ -360,7 +360,7 @@ impl<'a> TensorArg<'a> {
         for t in [self, other] {
             for (&n, &s) in t.shape.iter().zip(t.strides()) {
                 if n > 1 {
-                    g = gcd(g, (s as i64 * t.esize as i64).abs());
+                    g = gcd(g, (s * t.esize as i64).abs());
                 }
             }
         }

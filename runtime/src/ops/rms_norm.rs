@@ -40,6 +40,7 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     out.expect_unit_last_stride()?;
     out.expect_same_or_disjoint(&inp)?;
     out.expect_no_overlap(&w)?;
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must fail the check too
     if !(eps >= 0.0) {
         return Err(Error::value_error(format!(
             "{OP}: `eps` must be >= 0, got {eps}"

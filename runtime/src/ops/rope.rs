@@ -36,6 +36,7 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
             inp.shape_str()
         )));
     }
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must fail the check too
     if !(theta > 0.0) {
         return Err(Error::value_error(format!(
             "{OP}: `theta` must be > 0, got {theta}"

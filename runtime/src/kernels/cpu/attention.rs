@@ -157,7 +157,8 @@ unsafe fn score_block<S: Simd, T: Elem>(
 /// loaded once for the HT heads and each query vector once for the 4 keys. For levels with
 /// 8 lanes (two heads: the 8 sums reduce in one transpose).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+// register tiles: indexed loops over the tile's rows and keys read clearest
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn score_tile<S: Simd, T: Elem, const HT: usize, const PAIRS: bool>(
     s: S,
     q: *const f32,
@@ -418,7 +419,7 @@ unsafe fn scores_dp_body<const NV: usize, const MASKED: bool>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn dp_block<const NV: usize, const MASKED: bool, const HT: usize>(
     q: *const bf16,
     k: *const bf16,

@@ -97,6 +97,7 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
 
 /// Strided run of `n` elements (strides in elements).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn binary_strided_body<S: Simd, T: Elem, O: BinaryOp>(
     _s: S,
     c: *mut T,

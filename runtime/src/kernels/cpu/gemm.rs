@@ -21,6 +21,7 @@ pub struct Mat<T> {
 ///
 /// # Safety
 /// Every operand addresses valid elements with its strides; c does not overlap a or b.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm_f32(
     m: usize,
     n: usize,

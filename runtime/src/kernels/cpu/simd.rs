@@ -1092,6 +1092,7 @@ macro_rules! multiversion {
     ($body:ident, [$($g:ident : $bound:path),*], ($($arg:ident : $ty:ty),*)) => {{
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")]
+        #[allow(clippy::too_many_arguments)]
         unsafe fn v5<$($g: $bound),*>($($arg: $ty),*) {
             // SAFETY: this function only runs after AVX-512 and AVX512_BF16 were detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx512<true> $(, $g)*>(
@@ -1099,6 +1100,7 @@ macro_rules! multiversion {
         }
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+        #[allow(clippy::too_many_arguments)]
         unsafe fn v4<$($g: $bound),*>($($arg: $ty),*) {
             // SAFETY: this function only runs after AVX-512 was detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx512 $(, $g)*>(
@@ -1106,6 +1108,7 @@ macro_rules! multiversion {
         }
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma,f16c")]
+        #[allow(clippy::too_many_arguments)]
         unsafe fn v3<$($g: $bound),*>($($arg: $ty),*) {
             // SAFETY: this function only runs after AVX2/FMA/F16C were detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx2 $(, $g)*>(
