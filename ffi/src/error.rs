@@ -335,14 +335,24 @@ thread_local! {
 }
 
 /// Stores `err` in this thread's raised slot, releasing what was there.
+///
+/// While the thread's storage is torn down (the slot's own pending error being released, its
+/// objects' deleters calling back into the library) the slot is gone: the error is released
+/// instead of kept, rather than panicking in a function that cannot unwind (an abort).
 pub fn set_raised(err: Error) {
-    let old = RAISED.with(|slot| slot.borrow_mut().replace(err));
-    drop(old);
+    match RAISED.try_with(|slot| slot.borrow_mut().replace(err)) {
+        Ok(old) => drop(old),
+        Err(_) => {} // `err` was moved into the closure, which was dropped unrun
+    }
 }
 
-/// Moves the raised error out of this thread's slot.
+/// Moves the raised error out of this thread's slot (None once the thread's storage is torn
+/// down, see `set_raised`).
 pub fn take_raised() -> Option<Error> {
-    RAISED.with(|slot| slot.borrow_mut().take())
+    RAISED
+        .try_with(|slot| slot.borrow_mut().take())
+        .ok()
+        .flatten()
 }
 
 /// The raised error after a call returned -1; an `InternalError` naming `what` when the callee

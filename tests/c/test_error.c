@@ -2,6 +2,8 @@
  * test_error.c: Error objects and the thread-local error slot (spec §1.1,
  * §1.2, §2.1 TVMFFIErrorCell).
  */
+#include <pthread.h>
+
 #include "tffi_test.h"
 
 static void* make_error(const char* kind, const char* msg, const char* bt) {
@@ -189,4 +191,48 @@ TEST(error_not_cleared_by_successful_call) {
   REQUIRE(got != NULL);
   CHECK_BA(error_cell(got)->message, "stale");
   CHECK_OK(TVMFFIObjectDecRef(got));
+}
+
+/* A thread ends with an error still raised, and that error holds an object whose deleter calls
+ * the library (moves the raised error out, raises one, parses a bad dtype). The deleter runs
+ * while the thread's storage is torn down: the library must not abort (anyffi did, session 8). */
+static int tls_teardown_action;
+static int tls_teardown_deleter_ran;
+static void tls_teardown_deleter(void* handle) {
+  (void)handle;
+  tls_teardown_deleter_ran++;
+  if (tls_teardown_action == 0) {
+    void* e = NULL;
+    TVMFFIErrorMoveFromRaised(&e);
+    if (e) TVMFFIObjectDecRef(e);
+  } else if (tls_teardown_action == 1) {
+    TVMFFIErrorSetRaisedFromCStr("ValueError", "raised while the thread ends");
+  } else {
+    DLDataType d;
+    TVMFFIByteArray s = tffi_ba("notadtype");
+    TVMFFIDataTypeFromString(&s, &d);
+  }
+}
+static void* tls_teardown_thread(void* arg) {
+  (void)arg;
+  void *o = NULL, *e = NULL;
+  TVMFFIByteArray k = tffi_ba("ValueError"), m = tffi_ba("pending at thread exit"), b = tffi_ba("");
+  if (TVMFFIObjectCreateOpaque((void*)0x1, kTVMFFIOpaquePyObject, tls_teardown_deleter, &o) != 0)
+    return NULL;
+  if (TVMFFIErrorCreateWithCauseAndExtraContext(&k, &m, &b, NULL, o, &e) == 0) {
+    TVMFFIErrorSetRaised(e);
+    TVMFFIObjectDecRef(e);
+  }
+  TVMFFIObjectDecRef(o);
+  return NULL;
+}
+TEST(error_pending_at_thread_exit_with_reentrant_deleter) {
+  for (tls_teardown_action = 0; tls_teardown_action < 3; tls_teardown_action++) {
+    pthread_t th;
+    int before = tls_teardown_deleter_ran;
+    REQUIRE_EQ(pthread_create(&th, NULL, tls_teardown_thread, NULL), 0);
+    pthread_join(th, NULL);
+    CHECK_EQ(tls_teardown_deleter_ran, before + 1);
+  }
+  CHECK_NO_PENDING_ERROR();
 }
