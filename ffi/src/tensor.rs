@@ -149,6 +149,12 @@ unsafe fn dims<'a>(t: &'a DLTensor, what: &str) -> Result<(&'a [i64], Option<&'a
 fn check_dlpack(t: &DLTensor, require_alignment: i32, require_contiguous: bool) -> Result<()> {
     // SAFETY: a producer's DLTensor describes valid shape/strides arrays.
     let (shape, strides) = unsafe { dims(t, "FromDLPack") }?;
+    if require_alignment < 0 {
+        // the official library reads it as a huge unsigned alignment, which nothing meets
+        return Err(Error::value_error(format!(
+            "FromDLPack: `require_alignment` must be >= 0 (0: no requirement), got {require_alignment}"
+        )));
+    }
     if require_alignment > 0 {
         let align = require_alignment as u64;
         let addr = if is_direct_address(t.device.device_type) {

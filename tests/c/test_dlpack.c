@@ -149,6 +149,19 @@ TEST(dlpack_require_alignment) {
     CHECK_OK(TVMFFIObjectDecRef(t));
   }
   CHECK_EQ(p.deleter_calls, 1);
+  /* A negative requirement is refused (the official library reads it as a huge unsigned
+   * alignment and raises RuntimeError; anyffi names the argument in a ValueError). */
+  producer_init(&p, 1);
+  t = NULL;
+  CHECK_EQ(TVMFFITensorFromDLPack(&p.mt, -1, 0, &t), -1);
+  CHECK(t == NULL);
+  {
+    void* err = NULL;
+    TVMFFIErrorMoveFromRaised(&err);
+    CHECK(err != NULL);
+    if (err) TVMFFIObjectDecRef(err);
+  }
+  CHECK_EQ(p.deleter_calls, 0);
 }
 
 TEST(dlpack_require_alignment_non_direct_device) {
