@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 
 use super::{byte_array_arg, guard, non_null};
-use crate::abi::{kTVMFFIBigInt, kTVMFFIInt, TVMFFIAny, TVMFFIByteArray};
+use crate::abi::{kTVMFFIBigInt, kTVMFFIInt, kTVMFFIStaticObjectBegin, TVMFFIAny, TVMFFIByteArray};
 use crate::any::Any;
 use crate::bigint::{any_from_words, BigIntObj};
 use crate::error::Error;
@@ -19,8 +19,19 @@ pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(
     guard(|| {
         let view = non_null(view, "TVMFFIAnyViewToOwnedAny", "any_view")?;
         let out = non_null(out, "TVMFFIAnyViewToOwnedAny", "out")? as *mut TVMFFIAny;
+        // SAFETY: the caller passes a valid view.
+        let v = unsafe { &*view };
+        // SAFETY: the type index says which union member is set.
+        if v.type_index >= kTVMFFIStaticObjectBegin && unsafe { v.value.v_obj }.is_null() {
+            // a null object is None in this ABI; an owned copy of this one would crash its user
+            return Err(Error::value_error(format!(
+                "TVMFFIAnyViewToOwnedAny: `any_view` has object type index {} but a NULL object \
+                 pointer (a null object is None, type index 0)",
+                v.type_index
+            )));
+        }
         // SAFETY: the caller passes a valid view and a writable slot.
-        unsafe { *out = Any::copy_from_raw_view(&*view)?.into_raw() };
+        unsafe { *out = Any::copy_from_raw_view(v)?.into_raw() };
         Ok(())
     })
 }
@@ -119,5 +130,31 @@ pub unsafe extern "C" fn TVMFFIBigIntGetContentByteArray(
             }
             _ => empty,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{kTVMFFIStr, TVMFFIAnyValue};
+
+    /// A view of an object type with a NULL pointer is refused, not copied into an owned value
+    /// its users would dereference.
+    #[test]
+    fn object_view_with_null_pointer_is_refused() {
+        let view = TVMFFIAny {
+            type_index: kTVMFFIStr,
+            small_str_len: 0,
+            value: TVMFFIAnyValue {
+                v_obj: std::ptr::null_mut(),
+            },
+        };
+        let mut out = TVMFFIAny::NONE;
+        // SAFETY: valid pointers.
+        assert_eq!(unsafe { TVMFFIAnyViewToOwnedAny(&view, &mut out) }, -1);
+        let err = crate::error::take_raised().expect("an error is raised");
+        assert_eq!(err.kind(), "ValueError");
+        assert!(err.message().contains("NULL object pointer"));
+        assert_eq!(out.type_index, 0);
     }
 }
