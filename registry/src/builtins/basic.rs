@@ -50,8 +50,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
 }
 
 /// Returns the single argument when `accepts` it (keeping object identity; raw views become
-/// owned objects), else a TypeError.
-/// Messages as the official typed function's (`ty` is the Python-facing name, `str`/`bytes`).
+/// owned objects), else a TypeError, worded as the official typed
+/// function's (`ty` is the Python-facing name, `str`/`bytes`).
 fn identity_cast(
     args: &[AnyView<'_>],
     name: &str,
