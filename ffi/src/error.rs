@@ -11,7 +11,7 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 
 use crate::abi::{
-    kTVMFFIBacktraceUpdateModeAppend, kTVMFFIError, TVMFFIByteArray, TVMFFIErrorCell, TVMFFIObject,
+    kTVMFFIBacktraceUpdateModeReplace, kTVMFFIError, TVMFFIByteArray, TVMFFIErrorCell, TVMFFIObject,
 };
 use crate::object::{dec_ref, inc_ref, make_object, ObjectRef, ObjectType};
 
@@ -89,7 +89,8 @@ unsafe extern "C" fn update_backtrace(obj: *mut c_void, bt: *const TVMFFIByteArr
     // SAFETY: the caller passes a valid byte range.
     let add = unsafe { bytes_of(&*bt) };
     storage.backtrace.pop();
-    if mode != kTVMFFIBacktraceUpdateModeAppend {
+    // Replace (0) replaces; every other mode appends, as in the official library
+    if mode == kTVMFFIBacktraceUpdateModeReplace {
         storage.backtrace.clear();
     }
     storage.backtrace.extend_from_slice(add);

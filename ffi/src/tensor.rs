@@ -210,6 +210,10 @@ fn build(dl: DLTensor, owner: Owner, copy_shape: bool) -> Tensor {
             ptr::copy_nonoverlapping(s.as_ptr(), cursor, n);
             t.shape = if n == 0 { ptr::null_mut() } else { cursor };
             cursor = cursor.add(n);
+            if n == 0 {
+                // nothing of the caller's arrays may stay behind: a 0-d view has no strides
+                t.strides = ptr::null_mut();
+            }
         }
         if let Some(s) = synthesized {
             ptr::copy_nonoverlapping(s.as_ptr(), cursor, n);

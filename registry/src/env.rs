@@ -24,28 +24,35 @@ thread_local! {
 }
 
 /// Sets this thread's current stream of a device; returns the previous one (NULL initially).
+/// While the thread's storage is torn down (a deleter calling in at thread exit) the table is
+/// gone: nothing is set and NULL is returned.
 pub fn set_stream(device_type: i32, device_id: i32, stream: *mut c_void) -> *mut c_void {
-    STREAMS.with(|s| {
-        let mut s = s.borrow_mut();
-        let key = (device_type, device_id);
-        match s.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => std::mem::replace(v, stream as usize) as *mut c_void,
-            None => {
-                s.push((key, stream as usize));
-                std::ptr::null_mut()
+    STREAMS
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let key = (device_type, device_id);
+            match s.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => std::mem::replace(v, stream as usize) as *mut c_void,
+                None => {
+                    s.push((key, stream as usize));
+                    std::ptr::null_mut()
+                }
             }
-        }
-    })
+        })
+        .unwrap_or(std::ptr::null_mut())
 }
 
-/// This thread's current stream of a device, or NULL.
+/// This thread's current stream of a device, or NULL (also while the thread's storage is torn
+/// down).
 pub fn get_stream(device_type: i32, device_id: i32) -> *mut c_void {
-    STREAMS.with(|s| {
-        s.borrow()
-            .iter()
-            .find(|(k, _)| *k == (device_type, device_id))
-            .map_or(std::ptr::null_mut(), |(_, v)| *v as *mut c_void)
-    })
+    STREAMS
+        .try_with(|s| {
+            s.borrow()
+                .iter()
+                .find(|(k, _)| *k == (device_type, device_id))
+                .map_or(std::ptr::null_mut(), |(_, v)| *v as *mut c_void)
+        })
+        .unwrap_or(std::ptr::null_mut())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -179,13 +179,25 @@ pub unsafe extern "C" fn TVMFFIBacktrace(
         crate::backtrace::backtrace_string(f, line, fun, cross_ffi_boundary != 0)
     }))
     .unwrap_or_default();
-    BACKTRACE_BUF.with(|b| {
-        let mut b = b.borrow_mut();
-        b.0 = text;
-        b.1 = TVMFFIByteArray {
-            data: b.0.as_ptr() as *const c_char,
-            size: b.0.len(),
-        };
-        &b.1 as *const TVMFFIByteArray
-    })
+    BACKTRACE_BUF
+        .try_with(|b| {
+            let mut b = b.borrow_mut();
+            b.0 = text;
+            b.1 = TVMFFIByteArray {
+                data: b.0.as_ptr() as *const c_char,
+                size: b.0.len(),
+            };
+            &b.1 as *const TVMFFIByteArray
+        })
+        // the thread's storage is being torn down (a deleter calling in at thread exit)
+        .unwrap_or(&EMPTY_BACKTRACE.0 as *const TVMFFIByteArray)
 }
+
+/// The empty backtrace handed out once this thread's buffer is gone.
+struct StaticByteArray(TVMFFIByteArray);
+// SAFETY: points at a static, immutable empty string.
+unsafe impl Sync for StaticByteArray {}
+static EMPTY_BACKTRACE: StaticByteArray = StaticByteArray(TVMFFIByteArray {
+    data: b"\0".as_ptr() as *const c_char,
+    size: 0,
+});
