@@ -257,7 +257,7 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     /// is clamped to [-87, 89], so e^-inf gives about 1.6e-38 instead of 0, and e^x overflows
     /// to +inf from x = 88.38 here (2^128; the true overflow is at 88.72), as `silu` wants:
     /// x / (1 + e^-x) is then -0 for very negative x instead of a small non-zero quotient. NaN
-    /// stays NaN. The AVX-512 version (`vscalefps`) and the scalar one (`exp_to_88_72`, the
+    /// stays NaN. The AVX-512 version (`vscalefps`) and the scalar one (`exp_poly`, the
     /// vector bodies' tails) overflow exactly where e^x does; making this one do so costs an
     /// FMA-pipe operation (swiglu f32 1.05x the time on AVX2), for a window of x where only an
     /// astronomically large `up` makes swiglu's result differ.
@@ -268,21 +268,7 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     /// instructions).
     #[inline(always)]
     fn exp(self, x: Self::V) -> Self::V {
-        const MAGIC: f32 = 12_582_912.0 + 127.0;
-        // x second in max/min: x86 max/min return their second operand when one is NaN
-        let x = self.min(self.splat(89.0), self.max(self.splat(-87.0), x));
-        let t = self.fma(x, self.splat(std::f32::consts::LOG2_E), self.splat(MAGIC));
-        let n = self.sub(t, self.splat(MAGIC));
-        let r = self.fma(n, self.splat(-0.693_359_4), x);
-        let r = self.fma(n, self.splat(2.121_944_4e-4), r);
-        // Estrin's scheme: the degree-5 polynomial in 3 dependent steps instead of 5.
-        let r2 = self.mul(r, r);
-        let r4 = self.mul(r2, r2);
-        let p01 = self.fma(r, self.splat(1.0), self.splat(1.0));
-        let p23 = self.fma(r, self.splat(EXP_C3), self.splat(EXP_C2));
-        let p45 = self.fma(r, self.splat(EXP_C5), self.splat(EXP_C4));
-        let p = self.fma(r4, p45, self.fma(r2, p23, p01));
-        self.mul(p, self.shl23(t))
+        exp_poly(self, x, false)
     }
 
     /// (sin x, cos x) for f32 `x` with |x| up to about 1e6: Cody-Waite reduction by pi/2 in two
@@ -324,25 +310,33 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
 #[derive(Clone, Copy, Debug)]
 pub struct Scalar;
 
-/// e^x as the generic `Simd::exp`, but overflowing exactly where e^x does (x > 88.72), as the
-/// AVX-512 version: 2^n is built as 2^(n-1) (magic constant 1.5 * 2^23 + 126) against a
-/// polynomial with doubled coefficients, since 2^(n-1) is finite up to n = 128, where 2^n is
-/// not. Input clamped to [-86.95, 89] (-87 would round to n = -126, whose 2^(n-1) is not a
-/// normal number). For the scalar level: the vector bodies' tails agree with the AVX-512
-/// bodies this way.
+/// The polynomial e^x behind `Simd::exp` (`exact_overflow` false) and the scalar level's exp
+/// (true), which overflows exactly where e^x does (x > 88.72), as the AVX-512 version: 2^n is
+/// then built as 2^(n-1) (magic constant 1.5 * 2^23 + 126) against a polynomial with doubled
+/// coefficients, since 2^(n-1) is finite up to n = 128, where 2^n is not, and the input is
+/// clamped to [-86.95, 89] (-87 would round to n = -126, whose 2^(n-1) is not a normal
+/// number). The scalar level serves the vector bodies' tails, which so agree with the AVX-512
+/// bodies. `exact_overflow` is a literal at both calls: the choice folds away.
 #[inline(always)]
-fn exp_to_88_72<S: Simd>(s: S, x: S::V) -> S::V {
-    const MAGIC: f32 = 12_582_912.0 + 126.0;
-    let x = s.min(s.splat(89.0), s.max(s.splat(-86.95), x));
-    let t = s.fma(x, s.splat(std::f32::consts::LOG2_E), s.splat(MAGIC));
-    let n = s.sub(t, s.splat(MAGIC));
+fn exp_poly<S: Simd>(s: S, x: S::V, exact_overflow: bool) -> S::V {
+    let (lo, bias, k) = if exact_overflow {
+        (-86.95, 126.0, 2.0)
+    } else {
+        (-87.0, 127.0, 1.0)
+    };
+    let magic: f32 = 12_582_912.0 + bias;
+    // x second in max/min: x86 max/min return their second operand when one is NaN
+    let x = s.min(s.splat(89.0), s.max(s.splat(lo), x));
+    let t = s.fma(x, s.splat(std::f32::consts::LOG2_E), s.splat(magic));
+    let n = s.sub(t, s.splat(magic));
     let r = s.fma(n, s.splat(-0.693_359_4), x);
     let r = s.fma(n, s.splat(2.121_944_4e-4), r);
+    // Estrin's scheme: the degree-5 polynomial in 3 dependent steps instead of 5.
     let r2 = s.mul(r, r);
     let r4 = s.mul(r2, r2);
-    let p01 = s.fma(r, s.splat(2.0), s.splat(2.0));
-    let p23 = s.fma(r, s.splat(2.0 * EXP_C3), s.splat(2.0 * EXP_C2));
-    let p45 = s.fma(r, s.splat(2.0 * EXP_C5), s.splat(2.0 * EXP_C4));
+    let p01 = s.fma(r, s.splat(k), s.splat(k));
+    let p23 = s.fma(r, s.splat(k * EXP_C3), s.splat(k * EXP_C2));
+    let p45 = s.fma(r, s.splat(k * EXP_C5), s.splat(k * EXP_C4));
     let p = s.fma(r4, p45, s.fma(r2, p23, p01));
     s.mul(p, s.shl23(t))
 }
@@ -355,7 +349,7 @@ unsafe impl Simd for Scalar {
 
     #[inline(always)]
     fn exp(self, x: f32) -> f32 {
-        exp_to_88_72(self, x)
+        exp_poly(self, x, true)
     }
 
     #[inline(always)]
