@@ -341,9 +341,9 @@ thread_local! {
 /// objects' deleters calling back into the library) the slot is gone: the error is released
 /// instead of kept, rather than panicking in a function that cannot unwind (an abort).
 pub fn set_raised(err: Error) {
-    match RAISED.try_with(|slot| slot.borrow_mut().replace(err)) {
-        Ok(old) => drop(old),
-        Err(_) => {} // `err` was moved into the closure, which was dropped unrun
+    // on Err, `err` was moved into the closure, which was dropped unrun
+    if let Ok(old) = RAISED.try_with(|slot| slot.borrow_mut().replace(err)) {
+        drop(old);
     }
 }
 

@@ -198,6 +198,6 @@ struct StaticByteArray(TVMFFIByteArray);
 // SAFETY: points at a static, immutable empty string.
 unsafe impl Sync for StaticByteArray {}
 static EMPTY_BACKTRACE: StaticByteArray = StaticByteArray(TVMFFIByteArray {
-    data: b"\0".as_ptr() as *const c_char,
+    data: c"".as_ptr(),
     size: 0,
 });
