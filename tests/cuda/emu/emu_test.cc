@@ -229,19 +229,25 @@ template <typename E> void test_rearrange(void (*k)(E*, const E*, i64, Lay)) {
 }
 
 template <typename T>
-void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, int, int, int, float)) {
+void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, int, int, int, float, int, int, float*),
+                    void (*combine)(T*, const float*, int, int, int, int)) {
     // decode GQA 6:1 and a prefill spanning 3 key chunks (ATT_CHUNK 256), small head sizes so the
-    // emulation stays quick
-    int shapes[][5] = {{2, 2, 1, 1, 4}, {5, 11, 4, 2, 8}, {1, 300, 6, 1, 32}, {2, 600, 2, 1, 16}};
+    // emulation stays quick; each also split over keys (split-KV with the combine kernel), with
+    // splits that are empty for the early causal rows and splits spanning two key chunks
+    int shapes[][6] = {{2, 2, 1, 1, 4, 1},   {5, 11, 4, 2, 8, 1},  {1, 300, 6, 1, 32, 1}, {2, 600, 2, 1, 16, 1},
+                       {5, 11, 2, 1, 8, 4},  {1, 300, 2, 1, 32, 5}, {1, 600, 1, 1, 16, 2}, {2, 12, 1, 1, 8, 12}};
     for (auto& sh : shapes) {
-        int L = sh[0], S = sh[1], H = sh[2], HK = sh[3], D = sh[4], DV = D;
+        int L = sh[0], S = sh[1], H = sh[2], HK = sh[3], D = sh[4], DV = D, splits = sh[5];
+        int split_len = (S + splits - 1) / splits;
         auto q = rand_vec<T>((size_t)L * H * D, 0, 1), kk = rand_vec<T>((size_t)S * HK * D, 0, 1),
              v = rand_vec<T>((size_t)S * HK * DV, 0, 1);
         std::vector<T> o((size_t)L * H * DV);
         float scale = 1.0f / std::sqrt((float)D);
-        emu_launch(L, H, 128, (D + DV + 256) * 4, [&] {
-            k(o.data(), q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale);
+        std::vector<float> ws(splits > 1 ? (size_t)L * H * splits * (DV + 2) : 0, NAN);
+        emu_launch(L * splits, H, 128, (D + DV + 256) * 4, [&] {
+            k(o.data(), q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale, splits, split_len, ws.data());
         });
+        if (splits > 1) emu_launch(L, H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, DV, splits); });
         std::vector<double> got, want;
         for (int i = 0; i < L; ++i)
             for (int h = 0; h < H; ++h) {
@@ -263,8 +269,8 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
                     got.push_back(to_f32(o[((size_t)i * H + h) * DV + t]));
                 }
             }
-        char what[96];
-        std::snprintf(what, sizeof what, "attention %s (%d,%d,%d,%d,%d)", dname<T>(), L, S, H, HK, D);
+        char what[128];
+        std::snprintf(what, sizeof what, "attention %s (%d,%d,%d,%d,%d) %d splits", dname<T>(), L, S, H, HK, D, splits);
         close(got, want, tol_of<T>(), what);
     }
 }
@@ -321,9 +327,9 @@ int main() {
         test_rearrange<b16_t>(rearrange_16);
     });
     timed("attention", [] {
-        test_attention<float>(self_attention_f32);
-        test_attention<f16_t>(self_attention_f16);
-        test_attention<bf16_t>(self_attention_bf16);
+        test_attention<float>(self_attention_f32, self_attention_combine_f32);
+        test_attention<f16_t>(self_attention_f16, self_attention_combine_f16);
+        test_attention<bf16_t>(self_attention_bf16, self_attention_combine_bf16);
     });
     timed("bias", [] {
         test_bias();

@@ -455,23 +455,97 @@ pub(crate) fn self_attention(
         )));
     }
     let c = ctx(op, dev)?;
-    let name = match dt {
-        DType::F32 => "self_attention_f32",
-        DType::F16 => "self_attention_f16",
-        _ => "self_attention_bf16",
+    let (name, combine) = match dt {
+        DType::F32 => ("self_attention_f32", "self_attention_combine_f32"),
+        DType::F16 => ("self_attention_f16", "self_attention_combine_f16"),
+        _ => ("self_attention_bf16", "self_attention_combine_bf16"),
     };
     let [o, q, k, v] = ptrs.map(|p| p as usize);
+    let (splits, split_len) = attention_splits(dev, l, h, s);
     let [l, h, s, hk, d, dv] = dims.map(|x| x as i32);
     let shmem = ((d + dv + 256) * 4) as u32;
-    launch(
+    // the split-KV workspace, stream-ordered: allocated and freed on the call's stream
+    let ws_bytes = (l as usize) * (h as usize) * (splits as usize) * (dv as usize + 2) * 4;
+    let mut ws: cu::CUdeviceptr = 0;
+    // SAFETY: `ws` receives a device pointer of `ws_bytes` bytes, valid in stream order.
+    let split = splits > 1
+        && unsafe { cu::cuMemAllocAsync(&mut ws, ws_bytes, c.stream) }
+            == cu::CUresult::CUDA_SUCCESS;
+    let (splits, split_len) = if split { (splits, split_len) } else { (1, s) };
+    let wsp = ws as usize;
+    let first = launch(
         op,
         c,
         name,
-        (l as u32, h as u32),
+        (l as u32 * splits as u32, h as u32),
         128,
         shmem,
-        &mut params!(o, q, k, v, l, h, s, hk, d, dv, scale),
-    )
+        &mut params!(o, q, k, v, l, h, s, hk, d, dv, scale, splits, split_len, wsp),
+    );
+    if !split {
+        return first;
+    }
+    let second = first.and_then(|()| {
+        launch(
+            op,
+            c,
+            combine,
+            (l as u32, h as u32),
+            128,
+            splits as u32 * 4,
+            &mut params!(o, wsp, l, h, dv, splits),
+        )
+    });
+    // SAFETY: `ws` came from cuMemAllocAsync on this stream; the kernels using it were
+    // enqueued before this free.
+    unsafe { cu::cuMemFreeAsync(ws, c.stream) };
+    second
+}
+
+/// `(splits, keys per split)` for attention on `l` query rows, `h` heads and `s` keys: one
+/// split while the rows and heads fill the GPU, else enough splits of at least 64 keys for
+/// about 4 blocks per multiprocessor (at most 256 splits).
+fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
+    let target = 4 * sm_count(dev) as i64;
+    let blocks = l * h;
+    if blocks >= target / 2 || s < 128 {
+        return (1, s as i32);
+    }
+    let want = (target / blocks).clamp(1, 256);
+    let len = ((s + want - 1) / want).max(64);
+    let len = (len + 31) / 32 * 32;
+    let splits = (s + len - 1) / len;
+    // a grid x of l * splits blocks
+    if splits <= 1 || l * splits > i32::MAX as i64 {
+        return (1, s as i32);
+    }
+    (splits as i32, len as i32)
+}
+
+/// The multiprocessor count of device `dev` (cached; 1 when it cannot be read).
+fn sm_count(dev: i32) -> i32 {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    static CACHE: [AtomicI32; 16] = [const { AtomicI32::new(0) }; 16];
+    let slot = CACHE.get(dev as usize);
+    if let Some(n) = slot.map(|c| c.load(Ordering::Relaxed)).filter(|&n| n > 0) {
+        return n;
+    }
+    let mut d: cu::CUdevice = 0;
+    let mut n = 0;
+    // SAFETY: plain queries of a device ordinal the caller's context already bound.
+    let ok = unsafe {
+        cu::cuDeviceGet(&mut d, dev) == cu::CUresult::CUDA_SUCCESS
+            && cu::cuDeviceGetAttribute(
+                &mut n,
+                cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                d,
+            ) == cu::CUresult::CUDA_SUCCESS
+    };
+    let n = if ok && n > 0 { n } else { 1 };
+    if let Some(c) = slot {
+        c.store(n, Ordering::Relaxed);
+    }
+    n
 }
 
 #[allow(clippy::too_many_arguments)]
