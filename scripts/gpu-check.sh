@@ -5,14 +5,16 @@
 #
 #   scripts/gpu-check.sh prepare [PYVER]   here: build and stage (PYVER of the GPU machine's
 #                                          python3, default 3.12, picks the official wheel)
-#   scripts/gpu-check.sh run               there: run every check from .gpu/ (logs in $OUT,
-#                                          else .gpu/logs); exit status 1 if any failed
+#   scripts/gpu-check.sh run [--quick]     there: run every check from .gpu/ (logs in $OUT,
+#                                          else .gpu/logs); exit status 1 if any failed;
+#                                          --quick leaves out the official Python suite
 #
 # The checks: runtime/tests/cuda_ops.rs (every op, 3 dtypes, CUDA against the CPU kernels),
 # cuda_compile.rs (the device's NVRTC), runtime_api.rs and tests/c_runtime (device round trips),
 # the Python package's test_cuda.py and test_torch.py (torch CUDA tensors through DLPack, the ops
-# against torch), bench/cuda/bench_cuda.py, and the official Python suite with the official
-# `tvm_ffi` package on our library and then on the official one (the counts must agree).
+# against torch), the benchmarks bench/cuda/calls.rs (host cost of each step of a call) and
+# bench_cuda.py (ops against torch), and the official Python suite with the official `tvm_ffi`
+# package on our library and then on the official one (the counts must agree).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 G="$root/.gpu"
@@ -34,6 +36,13 @@ for line in sys.stdin:
   for b in cuda_ops runtime_api cuda_compile; do
     strip -o "$G/$b" "$(awk -v b="$b" '$1 == b { print $2 }' <<<"$bins")"
   done
+  strip -o "$G/cuda_calls" "$(cargo bench -p anyffi-runtime --bench cuda_calls --no-run --message-format=json 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "cuda_calls":
+        print(m["executable"])')"
   strip -o "$G/libtvm_ffi.so" target/release/libtvm_ffi.so
   "${CC:-gcc}" -std=c11 -O1 -Wall -Wextra -o "$G/test_runtime" tests/c_runtime/test_runtime.c \
     -L"$G" -ltvm_ffi -Wl,-rpath,'$ORIGIN'
@@ -60,7 +69,7 @@ for line in sys.stdin:
 }
 
 run() {
-  local out=${OUT:-$G/logs} r=0 nvrtc cublas
+  local out=${OUT:-$G/logs} r=0 nvrtc cublas quick=${1:-}
   mkdir -p "$out"
   export PYTHONUNBUFFERED=1
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -89,8 +98,15 @@ run() {
   echo "== bindings/python: test_cuda.py, test_torch.py"
   timeout 150 python3 -m pytest -q --no-header -p no:cacheprovider bindings/python/tests/test_cuda.py \
     bindings/python/tests/test_torch.py 2>&1 | tee "$out/pytest_cuda.log" | tail -30 || r=1
-  echo "== bench/cuda"
+  echo "== bench/cuda/calls.rs"
+  timeout 60 "$G/cuda_calls" 2>&1 | tee "$out/cuda_calls.log" || r=1
+  local b
+  for b in 2 8 16 32; do  # the split-KV attention's occupancy target (default 4)
+    ANYFFI_CUDA_ATTN_BLOCKS_PER_SM=$b timeout 30 "$G/cuda_calls" 2>&1 | grep self_attention | sed "s/^/ANYFFI_CUDA_ATTN_BLOCKS_PER_SM=$b: /"
+  done
+  echo "== bench/cuda/bench_cuda.py"
   timeout 90 python3 bench/cuda/bench_cuda.py --quick 2>&1 | tee "$out/bench_cuda.log" || r=1
+  [[ $quick == --quick ]] && return $r
   local name lib
   for name in ours official; do
     [[ $name == ours ]] && lib=$G/up/ours/tvm_ffi/build/lib/libtvm_ffi.so || lib=$G/up/official/tvm_ffi/lib/libtvm_ffi.so
@@ -104,6 +120,6 @@ run() {
 
 case "${1:-}" in
   prepare) shift; prepare "$@" ;;
-  run) run ;;
+  run) shift; run "$@" ;;
   *) echo "usage: $0 prepare [PYVER] | run" >&2; exit 2 ;;
 esac

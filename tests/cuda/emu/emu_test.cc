@@ -69,19 +69,23 @@ Lay make_lay(std::vector<i64> shape, std::vector<std::vector<i64>> st) {
 template <typename T>
 void test_binary(void (*add)(T*, const T*, const T*, i64, Lay, int),
                  void (*swiglu)(T*, const T*, const T*, i64, Lay, int)) {
-    // contiguous, 2 blocks of 64 threads over 1000 elements (grid-stride)
-    i64 n = 1000;
-    auto a = rand_vec<T>(n, -3, 3), b = rand_vec<T>(n, -3, 3);
-    std::vector<T> c(n);
+    // contiguous, 2 blocks of 64 threads (grid-stride): 16-byte aligned (vector path) with and
+    // without a tail, and misaligned by one element (element path)
     Lay none{};
-    for (int op = 0; op < 2; ++op) {
-        emu_launch(2, 1, 64, 0, [&] { (op ? swiglu : add)(c.data(), a.data(), b.data(), n, none, 1); });
-        std::vector<double> want;
-        for (i64 i = 0; i < n; ++i) {
-            float x = to_f32(a[i]), y = to_f32(b[i]);
-            want.push_back(to_f32(from_f32<T>(op ? y * (x / (1.0f + std::exp(-x))) : x + y)));
+    for (auto [n, off] : {std::pair<i64, int>{1000, 0}, {1003, 0}, {1003, 1}}) {
+        auto a = rand_vec<T>(n + 1, -3, 3), b = rand_vec<T>(n + 1, -3, 3);
+        std::vector<T> c(n + 1);
+        const T *pa = a.data() + off, *pb = b.data() + off;
+        for (int op = 0; op < 2; ++op) {
+            emu_launch(2, 1, 64, 0, [&] { (op ? swiglu : add)(c.data() + off, pa, pb, n, none, 1); });
+            std::vector<double> got, want;
+            for (i64 i = 0; i < n; ++i) {
+                float x = to_f32(pa[i]), y = to_f32(pb[i]);
+                want.push_back(to_f32(from_f32<T>(op ? y * (x / (1.0f + std::exp(-x))) : x + y)));
+                got.push_back(to_f32(c[off + i]));
+            }
+            close(got, want, 0, std::string(op ? "swiglu " : "add ") + dname<T>() + " n=" + std::to_string(n) + " off=" + std::to_string(off));
         }
-        close(widen(c), want, 0, std::string(op ? "swiglu " : "add ") + dname<T>());
     }
     // strided: c row-padded [5,7] (9,1), a transposed (1,5), b contiguous
     auto as = rand_vec<T>(35, -2, 2), bs = rand_vec<T>(35, -2, 2);

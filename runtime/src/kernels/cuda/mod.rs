@@ -181,12 +181,18 @@ pub(crate) fn binary(
     let n: i64 = shape.iter().product();
     let l = Lay::new(shape, &st);
     let contig = contiguous as i32;
+    // contiguous and 16-byte aligned: the kernel moves 16 bytes per thread and step
+    let per_thread = if contiguous && ptrs.iter().all(|&p| p as usize % 16 == 0) {
+        if dt == DType::F32 { 4 } else { 8 }
+    } else {
+        1
+    };
     let (y, a, b) = (ptrs[0] as usize, ptrs[1] as usize, ptrs[2] as usize);
     launch(
         op,
         c,
         name,
-        (blocks(n), 1),
+        (blocks((n + per_thread - 1) / per_thread), 1),
         THREADS,
         0,
         &mut params!(y, a, b, n, l, contig),
@@ -503,16 +509,17 @@ pub(crate) fn self_attention(
 }
 
 /// `(splits, keys per split)` for attention on `l` query rows, `h` heads and `s` keys: one
-/// split while the rows and heads fill the GPU, else enough splits of at least 64 keys for
-/// about 4 blocks per multiprocessor (at most 256 splits).
+/// split while the rows and heads fill the GPU, else enough splits of at least 32 keys for
+/// about `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` blocks per multiprocessor (default 4; at most 256
+/// splits).
 fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
-    let target = 4 * sm_count(dev) as i64;
+    let target = attn_blocks_per_sm() * sm_count(dev) as i64;
     let blocks = l * h;
-    if blocks >= target / 2 || s < 128 {
+    if blocks >= target / 2 || s < 64 {
         return (1, s as i32);
     }
     let want = (target / blocks).clamp(1, 256);
-    let len = ((s + want - 1) / want).max(64);
+    let len = ((s + want - 1) / want).max(32);
     let len = (len + 31) / 32 * 32;
     let splits = (s + len - 1) / len;
     // a grid x of l * splits blocks
@@ -520,6 +527,17 @@ fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
         return (1, s as i32);
     }
     (splits as i32, len as i32)
+}
+
+/// `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` (1 to 64; default 4), read once.
+fn attn_blocks_per_sm() -> i64 {
+    static V: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("ANYFFI_CUDA_ATTN_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(4, |v| v.clamp(1, 64))
+    })
 }
 
 /// The multiprocessor count of device `dev` (cached; 1 when it cannot be read).
