@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mkdir -p target
 echo "tests/cuda: host emulation of the kernels"
-g++ -std=c++20 -O1 -pthread -Wall -Wno-unused-function -o target/cuda_emu_test tests/cuda/emu/emu_test.cc \
+g++ -std=c++20 -O1 -pthread -Wall -Wno-unused-function -Wno-unknown-pragmas -o target/cuda_emu_test tests/cuda/emu/emu_test.cc \
   && target/cuda_emu_test || { echo "tests/cuda: kernel emulation FAILED" >&2; exit 1; }
 echo "tests/cuda: NVRTC compilation"
 venv=.venv-cuda

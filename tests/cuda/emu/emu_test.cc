@@ -234,13 +234,19 @@ template <typename E> void test_rearrange(void (*k)(E*, const E*, i64, Lay)) {
 
 template <typename T>
 void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, int, int, int, float, int, int, float*),
-                    void (*combine)(T*, const float*, int, int, int, int)) {
+                    void (*combine)(T*, const float*, int, int, int, int),
+                    void (*decode)(const T*, const T*, const T*, int, int, int, int, int, int, float, int, int, float*)) {
     // decode GQA 6:1 and a prefill spanning 3 key chunks (ATT_CHUNK 256), small head sizes so the
     // emulation stays quick; each also split over keys (split-KV with the combine kernel), with
     // splits that are empty for the early causal rows and splits spanning two key chunks
     int shapes[][6] = {{2, 2, 1, 1, 4, 1},   {5, 11, 4, 2, 8, 1},  {1, 300, 6, 1, 32, 1}, {2, 600, 2, 1, 16, 1},
-                       {5, 11, 2, 1, 8, 4},  {1, 300, 2, 1, 32, 5}, {1, 600, 1, 1, 16, 2}, {2, 12, 1, 1, 8, 12}};
-    for (auto& sh : shapes) {
+                       {5, 11, 2, 1, 8, 4},  {1, 300, 2, 1, 32, 5}, {1, 600, 1, 1, 16, 2}, {2, 12, 1, 1, 8, 12},
+                       {1, 70, 3, 1, 40, 3}};
+    // split shapes run twice: the general kernel, then the decode kernel (dec = 1)
+    for (int run = 0; run < 2 * (int)(sizeof shapes / sizeof shapes[0]); ++run) {
+        auto& sh = shapes[run / 2];
+        int dec = run % 2;
+        if (dec && sh[5] == 1) continue;
         int L = sh[0], S = sh[1], H = sh[2], HK = sh[3], D = sh[4], DV = D, splits = sh[5];
         int split_len = (S + splits - 1) / splits;
         auto q = rand_vec<T>((size_t)L * H * D, 0, 1), kk = rand_vec<T>((size_t)S * HK * D, 0, 1),
@@ -248,9 +254,14 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
         std::vector<T> o((size_t)L * H * DV);
         float scale = 1.0f / std::sqrt((float)D);
         std::vector<float> ws(splits > 1 ? (size_t)L * H * splits * (DV + 2) : 0, NAN);
-        emu_launch(L * splits, H, 128, (D + DV + 256) * 4, [&] {
-            k(o.data(), q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale, splits, split_len, ws.data());
-        });
+        if (dec)
+            emu_launch(L * splits, H, 128, 4 * DV * 4, [&] {
+                decode(q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale, splits, split_len, ws.data());
+            });
+        else
+            emu_launch(L * splits, H, 128, (D + DV + 256) * 4, [&] {
+                k(o.data(), q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale, splits, split_len, ws.data());
+            });
         if (splits > 1) emu_launch(L, H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, DV, splits); });
         std::vector<double> got, want;
         for (int i = 0; i < L; ++i)
@@ -274,7 +285,8 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
                 }
             }
         char what[128];
-        std::snprintf(what, sizeof what, "attention %s (%d,%d,%d,%d,%d) %d splits", dname<T>(), L, S, H, HK, D, splits);
+        std::snprintf(what, sizeof what, "attention %s (%d,%d,%d,%d,%d) %d splits%s", dname<T>(), L, S, H, HK, D, splits,
+                      dec ? " decode kernel" : "");
         close(got, want, tol_of<T>(), what);
     }
 }
@@ -331,9 +343,9 @@ int main() {
         test_rearrange<b16_t>(rearrange_16);
     });
     timed("attention", [] {
-        test_attention<float>(self_attention_f32, self_attention_combine_f32);
-        test_attention<f16_t>(self_attention_f16, self_attention_combine_f16);
-        test_attention<bf16_t>(self_attention_bf16, self_attention_combine_bf16);
+        test_attention<float>(self_attention_f32, self_attention_combine_f32, self_attention_decode_f32);
+        test_attention<f16_t>(self_attention_f16, self_attention_combine_f16, self_attention_decode_f16);
+        test_attention<bf16_t>(self_attention_bf16, self_attention_combine_bf16, self_attention_decode_bf16);
     });
     timed("bias", [] {
         test_bias();

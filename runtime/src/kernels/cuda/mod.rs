@@ -183,7 +183,11 @@ pub(crate) fn binary(
     let contig = contiguous as i32;
     // contiguous and 16-byte aligned: the kernel moves 16 bytes per thread and step
     let per_thread = if contiguous && ptrs.iter().all(|&p| p as usize % 16 == 0) {
-        if dt == DType::F32 { 4 } else { 8 }
+        if dt == DType::F32 {
+            4
+        } else {
+            8
+        }
     } else {
         1
     };
@@ -461,10 +465,22 @@ pub(crate) fn self_attention(
         )));
     }
     let c = ctx(op, dev)?;
-    let (name, combine) = match dt {
-        DType::F32 => ("self_attention_f32", "self_attention_combine_f32"),
-        DType::F16 => ("self_attention_f16", "self_attention_combine_f16"),
-        _ => ("self_attention_bf16", "self_attention_combine_bf16"),
+    let (name, combine, decode) = match dt {
+        DType::F32 => (
+            "self_attention_f32",
+            "self_attention_combine_f32",
+            "self_attention_decode_f32",
+        ),
+        DType::F16 => (
+            "self_attention_f16",
+            "self_attention_combine_f16",
+            "self_attention_decode_f16",
+        ),
+        _ => (
+            "self_attention_bf16",
+            "self_attention_combine_bf16",
+            "self_attention_decode_bf16",
+        ),
     };
     let [o, q, k, v] = ptrs.map(|p| p as usize);
     let (splits, split_len) = attention_splits(dev, l, h, s);
@@ -479,15 +495,30 @@ pub(crate) fn self_attention(
             == cu::CUresult::CUDA_SUCCESS;
     let (splits, split_len) = if split { (splits, split_len) } else { (1, s) };
     let wsp = ws as usize;
-    let first = launch(
-        op,
-        c,
-        name,
-        (l as u32 * splits as u32, h as u32),
-        128,
-        shmem,
-        &mut params!(o, q, k, v, l, h, s, hk, d, dv, scale, splits, split_len, wsp),
-    );
+    let grid = (l as u32 * splits as u32, h as u32);
+    // split-KV with head sizes the decode kernel holds in registers (DEC_MAX * 32)
+    let first = if split && d <= 256 && dv <= 256 {
+        let shmem = (dv * 4 * 4) as u32;
+        launch(
+            op,
+            c,
+            decode,
+            grid,
+            128,
+            shmem,
+            &mut params!(q, k, v, l, h, s, hk, d, dv, scale, splits, split_len, wsp),
+        )
+    } else {
+        launch(
+            op,
+            c,
+            name,
+            grid,
+            128,
+            shmem,
+            &mut params!(o, q, k, v, l, h, s, hk, d, dv, scale, splits, split_len, wsp),
+        )
+    };
     if !split {
         return first;
     }
@@ -510,7 +541,7 @@ pub(crate) fn self_attention(
 
 /// `(splits, keys per split)` for attention on `l` query rows, `h` heads and `s` keys: one
 /// split while the rows and heads fill the GPU, else enough splits of at least 32 keys for
-/// about `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` blocks per multiprocessor (default 4; at most 256
+/// about `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` blocks per multiprocessor (default 8; at most 256
 /// splits).
 fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
     let target = attn_blocks_per_sm() * sm_count(dev) as i64;
@@ -529,14 +560,14 @@ fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
     (splits as i32, len as i32)
 }
 
-/// `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` (1 to 64; default 4), read once.
+/// `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` (1 to 64; default 8: best of 2, 4, 8, 16, 32 on an H100), read once.
 fn attn_blocks_per_sm() -> i64 {
     static V: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *V.get_or_init(|| {
         std::env::var("ANYFFI_CUDA_ATTN_BLOCKS_PER_SM")
             .ok()
             .and_then(|v| v.parse::<i64>().ok())
-            .map_or(4, |v| v.clamp(1, 64))
+            .map_or(8, |v| v.clamp(1, 64))
     })
 }
 

@@ -78,6 +78,82 @@ __device__ void attention(T* out, const T* q, const T* k, const T* v, int L, int
     }
 }
 
+// The decode kernel for split-KV (D and DV at most DEC_MAX * 32): block (i * splits + z, h) as
+// above, but each warp streams its own keys (every nw-th of the split) with its own online
+// softmax, the query and its share of the accumulator in registers (lane l holds elements
+// l, l + 32, ...), so a key costs one warp reduction and no block barrier; the warps' parts are
+// merged through shared memory at the end. Dynamic shared memory: nw * DV floats.
+#define DEC_MAX 8
+
+template <typename T>
+__device__ void attention_decode(const T* q, const T* k, const T* v, int L, int H, int S, int HK,
+                                 int D, int DV, float scale, int splits, int split_len, float* ws) {
+    DYNAMIC_SHARED(float, wacc);
+    __shared__ float wm[32], wt[32];
+    int i = blockIdx.x / splits, z = blockIdx.x % splits, h = blockIdx.y, g = h / (H / HK);
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    const T* qp = q + ((i64)i * H + h) * D;
+    float qr[DEC_MAX], acc[DEC_MAX];
+    for (int u = 0; u < DEC_MAX; ++u) {
+        int t = lane + 32 * u;
+        qr[u] = t < D ? to_f32(qp[t]) * scale : 0.0f;
+        acc[u] = 0.0f;
+    }
+    int nk = i + S - L + 1;
+    int lo = z * split_len, hi = min(nk, lo + split_len);
+    float m = NEG_INF, total = 0.0f;
+#pragma unroll 4
+    for (int j = lo + warp; j < hi; j += nw) {
+        const T* kr = k + ((i64)j * HK + g) * D;
+        const T* vr = v + ((i64)j * HK + g) * DV;
+        float s = 0.0f;
+        for (int u = 0; u < DEC_MAX; ++u) {
+            int t = lane + 32 * u;
+            if (t < D) s += qr[u] * to_f32(kr[t]);
+        }
+        s = warp_sum(s);
+        float mn = fmaxf(m, s);
+        float corr = (m == mn) ? 1.0f : expf(m - mn);
+        float p = expf(s - mn);
+        total = total * corr + p;
+        for (int u = 0; u < DEC_MAX; ++u) {
+            int t = lane + 32 * u;
+            if (t < DV) acc[u] = acc[u] * corr + p * to_f32(vr[t]);
+        }
+        m = mn;
+    }
+    // merge the warps: rescale each to the block's max (a warp without keys has sum 0, weight 0)
+    if (lane == 0) {
+        wm[warp] = m;
+        wt[warp] = total;
+    }
+    __syncthreads();
+    float mx = NEG_INF;
+    for (int w = 0; w < nw; ++w)
+        if (wt[w] != 0.0f) mx = fmaxf(mx, wm[w]);
+    float mine = total != 0.0f ? expf(m - mx) : 0.0f;
+    for (int u = 0; u < DEC_MAX; ++u) {
+        int t = lane + 32 * u;
+        if (t < DV) wacc[warp * DV + t] = acc[u] * mine;
+    }
+    __syncthreads();
+    i64 row = (i64)i * H + h;
+    float* part = ws + (row * splits + z) * DV;
+    for (int t = tid; t < DV; t += blockDim.x) {
+        float a = 0.0f;
+        for (int w = 0; w < nw; ++w) a += wacc[w * DV + t];
+        part[t] = a;
+    }
+    if (tid == 0) {
+        float sum = 0.0f;
+        for (int w = 0; w < nw; ++w)
+            if (wt[w] != 0.0f) sum += wt[w] * expf(wm[w] - mx);
+        float* ml = ws + (i64)L * H * splits * DV + (row * splits + z) * 2;
+        ml[0] = mx;
+        ml[1] = sum;
+    }
+}
+
 // Grid (L, H); dynamic shared memory: `splits` floats. An empty split (no keys: sum 0) weighs
 // nothing; a NaN sum makes the row NaN, as in the single-split kernel.
 template <typename T>
@@ -87,24 +163,34 @@ __device__ void attention_combine(T* out, const float* ws, int L, int H, int DV,
     i64 row = (i64)blockIdx.x * H + blockIdx.y;
     const float* ml = ws + (i64)L * H * splits * DV + row * splits * 2;
     float mx = NEG_INF;
-    for (int z = 0; z < splits; ++z)
-        if (ml[2 * z + 1] != 0.0f) mx = fmaxf(mx, ml[2 * z]);
-    float total = 0.0f;
-    for (int z = 0; z < splits; ++z)
-        if (ml[2 * z + 1] != 0.0f) total += ml[2 * z + 1] * expf(ml[2 * z] - mx);
     for (int z = tid; z < splits; z += blockDim.x)
-        wz[z] = ml[2 * z + 1] != 0.0f ? expf(ml[2 * z] - mx) / total : 0.0f;
-    __syncthreads();
+        if (ml[2 * z + 1] != 0.0f) mx = fmaxf(mx, ml[2 * z]);
+    mx = block_max(mx);
+    float total = 0.0f;
+    for (int z = tid; z < splits; z += blockDim.x) {
+        float w = ml[2 * z + 1] != 0.0f ? expf(ml[2 * z] - mx) : 0.0f;
+        wz[z] = w;
+        total += ml[2 * z + 1] * w;
+    }
+    total = block_sum(total);  // its barrier also publishes wz
     const float* part = ws + row * splits * DV;
     T* orow = out + row * DV;
     for (int t = tid; t < DV; t += blockDim.x) {
-        float a = 0.0f;
-        for (int z = 0; z < splits; ++z) a += wz[z] * part[(i64)z * DV + t];
-        orow[t] = from_f32<T>(a);
+        // four independent sums keep four loads in flight
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int z = 0;
+        for (; z + 4 <= splits; z += 4) {
+            a0 += wz[z] * part[(i64)z * DV + t];
+            a1 += wz[z + 1] * part[(i64)(z + 1) * DV + t];
+            a2 += wz[z + 2] * part[(i64)(z + 2) * DV + t];
+            a3 += wz[z + 3] * part[(i64)(z + 3) * DV + t];
+        }
+        for (; z < splits; ++z) a0 += wz[z] * part[(i64)z * DV + t];
+        orow[t] = from_f32<T>(((a0 + a1) + (a2 + a3)) / total);
     }
 }
 
-#define ATTENTION(name, cname, T)                                                            \
+#define ATTENTION(name, cname, dname, T)                                                            \
     extern "C" __global__ void __launch_bounds__(ATT_THREADS) name(T* out, const T* q, const T* k, const T* v, int L, int H, \
                                     int S, int HK, int D, int DV, float scale, int splits,  \
                                     int split_len, float* ws) {                             \
@@ -113,7 +199,12 @@ __device__ void attention_combine(T* out, const float* ws, int L, int H, int DV,
     extern "C" __global__ void __launch_bounds__(ATT_THREADS) cname(T* out, const float* ws, int L, int H, \
                                     int DV, int splits) {                                   \
         attention_combine<T>(out, ws, L, H, DV, splits);                                    \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS) dname(const T* q, const T* k, const T* v, int L, int H, \
+                                    int S, int HK, int D, int DV, float scale, int splits,  \
+                                    int split_len, float* ws) {                             \
+        attention_decode<T>(q, k, v, L, H, S, HK, D, DV, scale, splits, split_len, ws);     \
     }
-ATTENTION(self_attention_f32, self_attention_combine_f32, float)
-ATTENTION(self_attention_f16, self_attention_combine_f16, f16_t)
-ATTENTION(self_attention_bf16, self_attention_combine_bf16, bf16_t)
+ATTENTION(self_attention_f32, self_attention_combine_f32, self_attention_decode_f32, float)
+ATTENTION(self_attention_f16, self_attention_combine_f16, self_attention_decode_f16, f16_t)
+ATTENTION(self_attention_bf16, self_attention_combine_bf16, self_attention_decode_bf16, bf16_t)
