@@ -22,30 +22,37 @@ thread_local! {
 
 /// The calling thread's current device.
 pub fn current_device() -> DLDevice {
-    CURRENT.with(|c| match c.get() {
-        Some(d) => d,
-        None => {
-            let d = if super::cuda::CUDA.get_device_count() > 0 {
-                DLDevice {
-                    device_type: kDLCUDA,
-                    device_id: 0,
-                }
-            } else {
-                DLDevice {
-                    device_type: kDLCPU,
-                    device_id: 0,
-                }
-            };
-            c.set(Some(d));
-            d
+    let default = || {
+        if super::cuda::CUDA.get_device_count() > 0 {
+            DLDevice {
+                device_type: kDLCUDA,
+                device_id: 0,
+            }
+        } else {
+            DLDevice {
+                device_type: kDLCPU,
+                device_id: 0,
+            }
         }
-    })
+    };
+    // while the thread's storage is torn down, the default device
+    CURRENT
+        .try_with(|c| match c.get() {
+            Some(d) => d,
+            None => {
+                let d = default();
+                c.set(Some(d));
+                d
+            }
+        })
+        .unwrap_or_else(|_| default())
 }
 
 /// Makes `device` current for the calling thread (checking that it exists).
 pub fn set_device(device: DLDevice) -> Result<()> {
     resolve(device)?.set_device(device.device_id)?;
-    CURRENT.with(|c| c.set(Some(device)));
+    // while the thread's storage is torn down there is nothing to remember it in
+    let _ = CURRENT.try_with(|c| c.set(Some(device)));
     Ok(())
 }
 

@@ -1055,19 +1055,26 @@ thread_local! {
 /// Scratch larger than this (floats) is freed after the call instead of kept.
 const KEEP_SCRATCH: usize = 1 << 20;
 
-/// Calls `f` with this thread's scratch buffers (fresh ones if they are in use).
+/// Calls `f` with this thread's scratch buffers (fresh ones if they are in use, or gone while
+/// the thread's storage is torn down).
 fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>) -> R) -> R {
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+    let mut f = Some(f);
+    let kept = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
         Ok(mut kept) => {
             let (s, l) = &mut *kept;
-            let r = f(s, l);
+            let r = (f.take().expect("called once"))(s, l);
             if s.len() > KEEP_SCRATCH {
                 *s = Vec::new();
             }
-            r
+            Some(r)
         }
-        Err(_) => f(&mut Vec::new(), &mut Vec::new()),
-    })
+        Err(_) => None,
+    });
+    match (kept, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(&mut Vec::new(), &mut Vec::new()),
+        (_, None) => unreachable!("f ran but returned nothing"),
+    }
 }
 
 /// Whether `item_body` scores keys of size `d` with `scores_bf16_dp` (bf16 with AVX512_BF16).

@@ -401,9 +401,16 @@ unsafe fn packed_block(
     beta: f32,
 ) {
     let mpan = m.div_ceil(PMR);
-    PACK.with(|cell| {
-        let mut guard = cell.borrow_mut();
-        let (bbuf, abuf) = &mut *guard;
+    // this thread's packing buffers, taken for the call and put back after (fresh ones while
+    // the thread's storage is torn down)
+    let (mut bbuf, mut abuf) = PACK
+        .try_with(|cell| {
+            cell.try_borrow_mut()
+                .map(|mut g| std::mem::take(&mut *g))
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    {
         if bbuf.len() < PNB * PKC {
             bbuf.resize(PNB * PKC, 0.0);
         }
@@ -501,6 +508,11 @@ unsafe fn packed_block(
             if k0 >= k {
                 break;
             }
+        }
+    }
+    let _ = PACK.try_with(|cell| {
+        if let Ok(mut g) = cell.try_borrow_mut() {
+            *g = (bbuf, abuf);
         }
     });
 }
