@@ -49,7 +49,7 @@ impl Dev {
             },
             ndim: shape.len() as i32,
             dtype: DLDataType {
-                code: kDLFloat as u8,
+                code: kDLFloat,
                 bits: 32,
                 lanes: 1,
             },

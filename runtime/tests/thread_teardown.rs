@@ -16,20 +16,26 @@ type Outcome = (String, Result<Vec<f64>, String>);
 fn run_all() -> Vec<Outcome> {
     let mut out = Vec::new();
     let mut rng = Rng::new(5);
-    let mut one = |name: &str, op: &str, mut ts: Vec<HostTensor>, scalars: Vec<AnyView<'static>>| {
-        let mut args: Vec<AnyView<'_>> = ts.iter().map(|t| t.view()).collect();
-        args.extend(scalars);
-        let r = call(op, &args)
-            .map(|_| ts.remove(0).get())
-            .map_err(|e| format!("{}: {}", e.kind(), e.message()));
-        out.push((name.to_string(), r));
-    };
+    let mut one =
+        |name: &str, op: &str, mut ts: Vec<HostTensor>, scalars: Vec<AnyView<'static>>| {
+            let mut args: Vec<AnyView<'_>> = ts.iter().map(|t| t.view()).collect();
+            args.extend(scalars);
+            let r = call(op, &args)
+                .map(|_| ts.remove(0).get())
+                .map_err(|e| format!("{}: {}", e.kind(), e.message()));
+            out.push((name.to_string(), r));
+        };
     for dt in [Dt::F32, Dt::BF16] {
         let (x, _) = rand_tensor(&mut rng, &[3, 40], dt, 1.0, 0.0);
         let (w, _) = rand_tensor(&mut rng, &[24, 40], dt, 1.0, 0.0);
         let (b, _) = rand_tensor(&mut rng, &[24], dt, 1.0, 0.0);
         let y = HostTensor::new(&[3, 24], dt);
-        one(&format!("linear {dt:?}"), "ops.linear", vec![y, x, w, b], vec![]);
+        one(
+            &format!("linear {dt:?}"),
+            "ops.linear",
+            vec![y, x, w, b],
+            vec![],
+        );
     }
     let (a, _) = rand_tensor(&mut rng, &[2, 8, 16], Dt::F32, 1.0, 0.0);
     let (b, _) = rand_tensor(&mut rng, &[2, 16, 8], Dt::F32, 1.0, 0.0);
@@ -95,7 +101,9 @@ fn ops_in_a_thread_local_destructor_after_the_caches_are_gone() {
     let late = std::mem::take(&mut *LATE_RESULTS.lock().unwrap());
     assert_eq!(late.len(), first.len(), "the destructor ran every call");
     for ((name, want), (_, got)) in first.iter().zip(&late) {
-        let want = want.as_ref().unwrap_or_else(|e| panic!("{name} (live thread): {e}"));
+        let want = want
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{name} (live thread): {e}"));
         let got = got
             .as_ref()
             .unwrap_or_else(|e| panic!("{name} (thread teardown): {e}"));

@@ -4,10 +4,8 @@
 //! matrix dimensions; cuBLAS is column-major, so a row-major `C = A B` runs as the column-major
 //! `C^T = B^T A^T` (operands swapped), and a column-major C runs directly.
 //!
-//! libcublas is loaded by cudarc, whose lazy loading panics when the library is missing, so it
-//! is probed first (cudarc's candidate list: `libcublas.so`, `libcublas.so.12`, ...;
-//! `ANYFFI_CUBLAS_LIBRARY=/path/to/libcublas.so.12` loads one by path first). One handle
-//! per device, created on first use in the device's primary context; calls hold its lock while
+//! libcublas is loaded by `libs.rs` (`ANYFFI_CUBLAS_LIBRARY`, else `libcublas.so`, `.so.13`,
+//! `.so.12`, ...); `available()` says why it cannot be used. One handle per device, created on first use in the device's primary context; calls hold its lock while
 //! they set the stream and enqueue, so threads may share it.
 
 use std::collections::HashMap;
@@ -15,62 +13,55 @@ use std::ffi::{c_void, CStr};
 use std::sync::LazyLock;
 
 use anyffi::{Error, Result};
-use cudarc::cublas::sys as bl;
 use cudarc::driver::sys as cu;
 use parking_lot::Mutex;
 
+use super::libs::{self, BlasHandle, Cublas, CUBLAS, SUCCESS};
 use crate::ops::DType;
 
-/// The message when no cuBLAS library can be loaded.
-pub const NO_CUBLAS: &str = "the cuBLAS library libcublas.so was not found (install the CUDA \
-     toolkit's cuBLAS, e.g. `pip install nvidia-cublas-cu12`, and add its lib directory to \
-     LD_LIBRARY_PATH or set ANYFFI_CUBLAS_LIBRARY to the library's path)";
+pub use super::libs::NO_CUBLAS;
 
-static PROBE: LazyLock<std::result::Result<(), String>> = LazyLock::new(|| {
-    super::preload("ANYFFI_CUBLAS_LIBRARY")?;
-    // SAFETY: only tries to dlopen cudarc's candidate names; no cuBLAS function is called.
-    if unsafe { bl::is_culib_present() } {
-        Ok(())
-    } else {
-        Err(NO_CUBLAS.into())
-    }
-});
+/// The loaded cuBLAS, or a RuntimeError saying why it cannot be used.
+fn lib() -> Result<&'static Cublas> {
+    CUBLAS.as_ref().map_err(|e| Error::runtime_error(e.clone()))
+}
 
 /// Ok when cuBLAS is loadable, else a RuntimeError naming the library.
 pub fn available() -> Result<()> {
-    PROBE.clone().map_err(Error::runtime_error)
+    lib().map(|_| ())
 }
 
 /// cuBLAS handles by device id (addresses), each behind its own lock.
 static HANDLES: LazyLock<Mutex<HashMap<i32, &'static Mutex<usize>>>> =
     LazyLock::new(Default::default);
 
-fn check(rc: bl::cublasStatus_t, call: &str) -> Result<()> {
-    if rc == bl::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+fn check(bl: &Cublas, rc: i32, call: &str) -> Result<()> {
+    if rc == SUCCESS {
         return Ok(());
     }
-    // SAFETY: cuBLAS is loaded (we got a status from it); the string is static.
-    let p = unsafe { bl::cublasGetStatusString(rc) };
+    // SAFETY: cuBLAS's status strings are static (one for unknown codes too).
+    let p = unsafe { (bl.get_status_string)(rc) };
     let text = if p.is_null() {
         String::new()
     } else {
         // SAFETY: a NUL-terminated static string from cuBLAS.
         format!(" ({})", unsafe { CStr::from_ptr(p) }.to_string_lossy())
     };
-    Err(Error::runtime_error(format!("{call} failed: {rc:?}{text}")))
+    Err(Error::runtime_error(format!(
+        "{call} failed: status {rc}{text}"
+    )))
 }
 
 /// The handle of device `dev` (its primary context current on this thread).
-fn handle(dev: i32) -> Result<&'static Mutex<usize>> {
-    available()?;
+fn handle(bl: &Cublas, dev: i32) -> Result<&'static Mutex<usize>> {
     let mut handles = HANDLES.lock();
     if let Some(h) = handles.get(&dev) {
         return Ok(h);
     }
-    let mut h: bl::cublasHandle_t = std::ptr::null_mut();
-    // SAFETY: cuBLAS is loaded and the device's context is current; valid out-parameter. The
-    // handle lives for the process.
-    check(unsafe { bl::cublasCreate_v2(&mut h) }, "cublasCreate")?;
+    let mut h: BlasHandle = std::ptr::null_mut();
+    // SAFETY: the device's context is current; valid out-parameter. The handle lives for the
+    // process.
+    check(bl, unsafe { (bl.create)(&mut h) }, "cublasCreate")?;
     let cell: &'static Mutex<usize> = Box::leak(Box::new(Mutex::new(h as usize)));
     handles.insert(dev, cell);
     Ok(cell)
@@ -164,11 +155,11 @@ pub fn map_to_column_major(m: i64, n: i64, c: Operand, a: Operand, b: Operand) -
     }
 }
 
-fn data_type(dt: DType) -> bl::cudaDataType {
+fn data_type(dt: DType) -> i32 {
     match dt {
-        DType::F32 => bl::cudaDataType::CUDA_R_32F,
-        DType::F16 => bl::cudaDataType::CUDA_R_16F,
-        _ => bl::cudaDataType::CUDA_R_16BF,
+        DType::F32 => libs::CUDA_R_32F,
+        DType::F16 => libs::CUDA_R_16F,
+        _ => libs::CUDA_R_16BF,
     }
 }
 
@@ -201,27 +192,68 @@ pub(crate) unsafe fn gemm(
             )));
         }
     }
+    // SAFETY: forwarded contract.
+    unsafe {
+        gemm_with(
+            lib()?,
+            dev,
+            stream,
+            dt,
+            batch,
+            m,
+            n,
+            k,
+            c,
+            a,
+            b,
+            alpha,
+            beta,
+        )
+    }
+}
+
+/// [`gemm`] through the cuBLAS functions `bl` (the loaded library, or a stand-in in tests).
+///
+/// # Safety
+/// As for [`gemm`]; `bl` holds the cuBLAS functions (or functions with their contracts).
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_with(
+    bl: &Cublas,
+    dev: i32,
+    stream: cu::CUstream,
+    dt: DType,
+    batch: i64,
+    m: i64,
+    n: i64,
+    k: i64,
+    c: Operand,
+    a: Operand,
+    b: Operand,
+    alpha: f32,
+    beta: f32,
+) -> Result<()> {
     let g = map_to_column_major(m, n, c, a, b);
-    let h = handle(dev)?;
+    let h = handle(bl, dev)?;
     let h = h.lock();
-    let hb = *h as bl::cublasHandle_t;
+    let hb = *h as BlasHandle;
     let op_of = |t: bool| {
         if t {
-            bl::cublasOperation_t::CUBLAS_OP_T
+            libs::CUBLAS_OP_T
         } else {
-            bl::cublasOperation_t::CUBLAS_OP_N
+            libs::CUBLAS_OP_N
         }
     };
     let (first, second) = (g.first, g.second);
     let (mm, nn) = (g.m, g.n);
     let t = data_type(dt);
-    let compute = bl::cublasComputeType_t::CUBLAS_COMPUTE_32F;
-    let algo = bl::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+    let compute = libs::CUBLAS_COMPUTE_32F;
+    let algo = libs::CUBLAS_GEMM_DEFAULT;
     let (alpha, beta) = (alpha, beta);
     check(
+        bl,
         // SAFETY: a live handle of this device, used under its lock; the stream belongs to the
         // device (the caller's or the env stream).
-        unsafe { bl::cublasSetStream_v2(hb, stream as bl::cudaStream_t) },
+        unsafe { (bl.set_stream)(hb, stream as *mut c_void) },
         "cublasSetStream",
     )?;
     let (al, be) = (
@@ -230,10 +262,11 @@ pub(crate) unsafe fn gemm(
     );
     if batch == 1 {
         check(
+            bl,
             // SAFETY: per the caller's contract; leading dimensions checked by `Operand::new`;
             // host-pointer scalars (the default pointer mode) read before the call returns.
             unsafe {
-                bl::cublasGemmEx(
+                (bl.gemm_ex)(
                     hb,
                     op_of(g.first_t),
                     op_of(g.second_t),
@@ -259,9 +292,10 @@ pub(crate) unsafe fn gemm(
         )
     } else {
         check(
+            bl,
             // SAFETY: as above, with batch strides validated by the op (0 broadcasts an input).
             unsafe {
-                bl::cublasGemmStridedBatchedEx(
+                (bl.gemm_strided_batched_ex)(
                     hb,
                     op_of(g.first_t),
                     op_of(g.second_t),
@@ -424,5 +458,133 @@ mod tests {
         // one row: any row stride; one column: any column stride
         assert_eq!(Operand::new("t", "x", nul, 1, 8, 0, 1, 0).unwrap().ld, 8);
         assert_eq!(Operand::new("t", "x", nul, 8, 1, 1, 0, 0).unwrap().ld, 1);
+    }
+
+    /// The stand-in libcublas of `tests/fake_cublas` (the five functions we call, computing on
+    /// host memory as cuBLAS defines them), built with the C compiler; None (skipped, with a
+    /// message) without one.
+    fn fake_cublas() -> Option<libs::Cublas> {
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fake_cublas/fake_cublas.c"
+        );
+        let dir = std::env::temp_dir().join(format!("anyffi-fake-cublas-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let so = dir.join("libfakecublas.so");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let built = std::process::Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(src)
+            .status();
+        match built {
+            Ok(s) if s.success() => {}
+            other => {
+                eprintln!("skipped: {cc} could not build the stand-in cuBLAS: {other:?}");
+                return None;
+            }
+        }
+        let lib = libs::load_cublas(Some(so.into_os_string())).unwrap();
+        Some(lib)
+    }
+
+    #[test]
+    fn calls_reach_cublas_with_the_blas_arguments() {
+        let Some(bl) = fake_cublas() else { return };
+        let mut state = 0x2545f4914f6cdd1du64;
+        let mut rnd = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let nul = std::ptr::null_mut();
+        let mut cases = 0;
+        for (m, n, k) in [(3i64, 5i64, 4i64), (1, 7, 6), (6, 1, 3), (4, 4, 1)] {
+            for layout in 0..8 {
+                let (a_rm, b_rm, c_rm) = (layout & 1 == 0, layout & 2 == 0, layout & 4 == 0);
+                for (batch, bcast) in [(1i64, false), (3, false), (3, true)] {
+                    for beta in [0.5f32, 0.0] {
+                        let na = if bcast { 1 } else { batch };
+                        let a: Vec<f32> = (0..na * m * k).map(|_| rnd()).collect();
+                        let b: Vec<f32> = (0..batch * k * n).map(|_| rnd()).collect();
+                        // with beta = 0, C's old values (NaN) must not be read
+                        let c0: Vec<f32> = (0..batch * m * n)
+                            .map(|_| if beta == 0.0 { f32::NAN } else { rnd() })
+                            .collect();
+                        let mut c = c0.clone();
+                        let st = |rm: bool, rows: i64, cols: i64| {
+                            if rm {
+                                (cols, 1)
+                            } else {
+                                (1, rows)
+                            }
+                        };
+                        let ((ars, acs), (brs, bcs), (crs, ccs)) =
+                            (st(a_rm, m, k), st(b_rm, k, n), st(c_rm, m, n));
+                        let abs = if bcast { 0 } else { m * k };
+                        let ao = Operand::new("t", "a", a.as_ptr().cast(), m, k, ars, acs, abs);
+                        let bo = Operand::new("t", "b", b.as_ptr().cast(), k, n, brs, bcs, k * n);
+                        let co = Operand::new(
+                            "t",
+                            "c",
+                            c.as_mut_ptr().cast_const().cast(),
+                            m,
+                            n,
+                            crs,
+                            ccs,
+                            m * n,
+                        );
+                        let (ao, bo, co) = (ao.unwrap(), bo.unwrap(), co.unwrap());
+                        // SAFETY: host buffers sized for the shapes; the stand-in computes on
+                        // host memory.
+                        unsafe {
+                            gemm_with(
+                                &bl,
+                                -7,
+                                nul,
+                                DType::F32,
+                                batch,
+                                m,
+                                n,
+                                k,
+                                co,
+                                ao,
+                                bo,
+                                1.5,
+                                beta,
+                            )
+                        }
+                        .unwrap();
+                        for q in 0..batch {
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let mut s = 0.0f64;
+                                    for p in 0..k {
+                                        let av = a[((if bcast { 0 } else { q * m * k })
+                                            + i * ars
+                                            + p * acs)
+                                            as usize];
+                                        let bv = b[(q * k * n + p * brs + j * bcs) as usize];
+                                        s += av as f64 * bv as f64;
+                                    }
+                                    let ix = (q * m * n + i * crs + j * ccs) as usize;
+                                    let old = if beta == 0.0 { 0.0 } else { c0[ix] as f64 };
+                                    let want = 1.5 * s + beta as f64 * old;
+                                    assert!(
+                                        (c[ix] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                        "({m},{n},{k}) layout {layout} batch {batch} bcast \
+                                         {bcast} beta {beta}: C[{q}][{i},{j}] = {} want {want}",
+                                        c[ix]
+                                    );
+                                }
+                            }
+                        }
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 4 * 8 * 3 * 2);
     }
 }

@@ -13,6 +13,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod blas;
+pub mod libs;
 pub mod nvrtc;
 
 use std::ffi::c_void;
@@ -52,26 +53,6 @@ impl Lay {
             l.st[t][..shape.len()].copy_from_slice(s);
         }
         l
-    }
-}
-
-/// Loads the library named by the environment variable `var` (a path), if set, and keeps it
-/// loaded for the process, so that cudarc's later lookup by soname finds this copy.
-fn preload(var: &str) -> std::result::Result<(), String> {
-    let Some(path) = std::env::var_os(var) else {
-        return Ok(());
-    };
-    // SAFETY: loading an NVIDIA library runs only its initialisers, which have no
-    // preconditions.
-    match unsafe { libloading::Library::new(&path) } {
-        Ok(lib) => {
-            std::mem::forget(lib);
-            Ok(())
-        }
-        Err(e) => Err(format!(
-            "{var}={} could not be loaded: {e}",
-            path.to_string_lossy()
-        )),
     }
 }
 

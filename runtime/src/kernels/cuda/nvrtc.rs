@@ -3,11 +3,8 @@
 //! else PTX for the newest architecture it knows, which the driver JIT-compiles), loaded with
 //! `cuModuleLoadData`, functions looked up once and cached.
 //!
-//! libnvrtc is loaded at run time by cudarc, whose lazy loading panics when the library is
-//! missing, so `available()` probes it first (cudarc's own candidate list: `libnvrtc.so`,
-//! `libnvrtc.so.12`, ...). `ANYFFI_NVRTC_LIBRARY=/path/to/libnvrtc.so.12` loads a library by
-//! path first (e.g. from the `nvidia-cuda-nvrtc-cu12` wheel); its soname then satisfies cudarc's
-//! lookup.
+//! libnvrtc is loaded at run time by `libs.rs` (`ANYFFI_NVRTC_LIBRARY`, else `libnvrtc.so`,
+//! `.so.13`, `.so.12`, ...); `available()` says why it cannot be used.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
@@ -15,7 +12,8 @@ use std::sync::LazyLock;
 
 use anyffi::{Error, Result};
 use cudarc::driver::sys as cu;
-use cudarc::nvrtc::sys as nv;
+
+use super::libs::{Nvrtc, Program, NVRTC, SUCCESS};
 use parking_lot::Mutex;
 
 /// The shared header put in front of every kernel file.
@@ -32,72 +30,66 @@ pub const SOURCES: [(&str, &str); 7] = [
     ("attention.cu", include_str!("src/attention.cu")),
 ];
 
-/// The message when no NVRTC library can be loaded.
-pub const NO_NVRTC: &str = "the NVRTC library libnvrtc.so was not found (install the CUDA \
-     toolkit's NVRTC, e.g. `pip install nvidia-cuda-nvrtc-cu12`, and add its lib directory to \
-     LD_LIBRARY_PATH or set ANYFFI_NVRTC_LIBRARY to the library's path)";
+pub use super::libs::NO_NVRTC;
 
-/// Whether NVRTC can be used: `Err` says why not. Probed once.
-static PROBE: LazyLock<std::result::Result<(), String>> = LazyLock::new(|| {
-    super::preload("ANYFFI_NVRTC_LIBRARY")?;
-    // SAFETY: only tries to dlopen cudarc's candidate names; no NVRTC function is called.
-    if unsafe { nv::is_culib_present() } {
-        Ok(())
-    } else {
-        Err(NO_NVRTC.into())
-    }
-});
+/// The loaded NVRTC, or a RuntimeError saying why it cannot be used.
+fn lib() -> Result<&'static Nvrtc> {
+    NVRTC.as_ref().map_err(|e| Error::runtime_error(e.clone()))
+}
 
 /// Ok when NVRTC is loadable, else a RuntimeError naming the library.
 pub fn available() -> Result<()> {
-    PROBE.clone().map_err(Error::runtime_error)
+    lib().map(|_| ())
 }
 
-fn nvrtc_error(rc: nv::nvrtcResult) -> String {
-    // SAFETY: NVRTC is loaded (callers probe first); the string is static.
-    let p = unsafe { nv::nvrtcGetErrorString(rc) };
+fn nvrtc_error(nv: &Nvrtc, rc: i32) -> String {
+    // SAFETY: NVRTC's error strings are static (NULL or "NVRTC_ERROR unknown" for unknown
+    // codes).
+    let p = unsafe { (nv.get_error_string)(rc) };
     if p.is_null() {
-        format!("{rc:?}")
+        format!("NVRTC error {rc}")
     } else {
         // SAFETY: a NUL-terminated static string from NVRTC.
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 }
 
-fn check(rc: nv::nvrtcResult, call: &str) -> Result<()> {
-    if rc == nv::nvrtcResult::NVRTC_SUCCESS {
+fn check(nv: &Nvrtc, rc: i32, call: &str) -> Result<()> {
+    if rc == SUCCESS {
         Ok(())
     } else {
         Err(Error::runtime_error(format!(
             "{call} failed: {}",
-            nvrtc_error(rc)
+            nvrtc_error(nv, rc)
         )))
     }
 }
 
 /// `(major, minor)` of the NVRTC library.
 pub fn version() -> Result<(i32, i32)> {
-    available()?;
+    let nv = lib()?;
     let (mut major, mut minor) = (0, 0);
-    // SAFETY: NVRTC is loaded; valid out-parameters.
-    let rc = unsafe { nv::nvrtcVersion(&mut major, &mut minor) };
-    check(rc, "nvrtcVersion")?;
+    // SAFETY: valid out-parameters.
+    let rc = unsafe { (nv.version)(&mut major, &mut minor) };
+    check(nv, rc, "nvrtcVersion")?;
     Ok((major, minor))
 }
 
 /// The real architectures (e.g. 80 for sm_80) this NVRTC can compile for.
 pub fn supported_archs() -> Result<Vec<i32>> {
-    available()?;
+    let nv = lib()?;
     let mut n = 0;
     check(
-        // SAFETY: NVRTC is loaded; valid out-parameter.
-        unsafe { nv::nvrtcGetNumSupportedArchs(&mut n) },
+        nv,
+        // SAFETY: valid out-parameter.
+        unsafe { (nv.get_num_supported_archs)(&mut n) },
         "nvrtcGetNumSupportedArchs",
     )?;
     let mut v = vec![0i32; n.max(0) as usize];
     check(
+        nv,
         // SAFETY: `v` holds the n entries NVRTC writes.
-        unsafe { nv::nvrtcGetSupportedArchs(v.as_mut_ptr()) },
+        unsafe { (nv.get_supported_archs)(v.as_mut_ptr()) },
         "nvrtcGetSupportedArchs",
     )?;
     Ok(v)
@@ -125,17 +117,18 @@ pub enum Image {
 /// Compiles `src` (named `name` in messages) for architecture `arch` (e.g. 80). A compile error
 /// is a RuntimeError carrying NVRTC's log.
 pub fn compile(src: &str, name: &str, arch: i32, image: Image) -> Result<Vec<u8>> {
-    available()?;
+    let nv = lib()?;
     let csrc = CString::new(src)
         .map_err(|_| Error::value_error(format!("CUDA source {name} contains a NUL byte")))?;
     let cname = CString::new(name).map_err(|_| {
         Error::value_error(format!("CUDA source name {name:?} contains a NUL byte"))
     })?;
-    let mut prog: nv::nvrtcProgram = std::ptr::null_mut();
+    let mut prog: Program = std::ptr::null_mut();
     check(
-        // SAFETY: NVRTC is loaded; NUL-terminated strings; no headers.
+        nv,
+        // SAFETY: NUL-terminated strings; no headers.
         unsafe {
-            nv::nvrtcCreateProgram(
+            (nv.create_program)(
                 &mut prog,
                 csrc.as_ptr(),
                 cname.as_ptr(),
@@ -146,13 +139,19 @@ pub fn compile(src: &str, name: &str, arch: i32, image: Image) -> Result<Vec<u8>
         },
         "nvrtcCreateProgram",
     )?;
-    let result = compile_program(prog, name, arch, image);
+    let result = compile_program(nv, prog, name, arch, image);
     // SAFETY: a program we created, destroyed once.
-    unsafe { nv::nvrtcDestroyProgram(&mut prog) };
+    unsafe { (nv.destroy_program)(&mut prog) };
     result
 }
 
-fn compile_program(prog: nv::nvrtcProgram, name: &str, arch: i32, image: Image) -> Result<Vec<u8>> {
+fn compile_program(
+    nv: &Nvrtc,
+    prog: Program,
+    name: &str,
+    arch: i32,
+    image: Image,
+) -> Result<Vec<u8>> {
     let gpu = match image {
         Image::Ptx => format!("--gpu-architecture=compute_{arch}"),
         Image::Cubin => format!("--gpu-architecture=sm_{arch}"),
@@ -163,20 +162,20 @@ fn compile_program(prog: nv::nvrtcProgram, name: &str, arch: i32, image: Image) 
         .collect();
     let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     // SAFETY: a live program; `ptrs` holds opts.len() NUL-terminated options alive here.
-    let rc = unsafe { nv::nvrtcCompileProgram(prog, ptrs.len() as i32, ptrs.as_ptr()) };
-    if rc != nv::nvrtcResult::NVRTC_SUCCESS {
+    let rc = unsafe { (nv.compile_program)(prog, ptrs.len() as i32, ptrs.as_ptr()) };
+    if rc != SUCCESS {
         let mut n = 0usize;
         // SAFETY: a live program; valid out-parameter.
-        unsafe { nv::nvrtcGetProgramLogSize(prog, &mut n) };
+        unsafe { (nv.get_program_log_size)(prog, &mut n) };
         let mut log = vec![0u8; n.max(1)];
         // SAFETY: `log` holds the n bytes NVRTC writes.
-        unsafe { nv::nvrtcGetProgramLog(prog, log.as_mut_ptr() as *mut c_char) };
+        unsafe { (nv.get_program_log)(prog, log.as_mut_ptr() as *mut c_char) };
         let log = String::from_utf8_lossy(&log)
             .trim_end_matches('\0')
             .to_string();
         return Err(Error::runtime_error(format!(
             "NVRTC could not compile {name} for {gpu}: {}\n{log}",
-            nvrtc_error(rc)
+            nvrtc_error(nv, rc)
         )));
     }
     let mut n = 0usize;
@@ -184,23 +183,25 @@ fn compile_program(prog: nv::nvrtcProgram, name: &str, arch: i32, image: Image) 
     match image {
         Image::Ptx => {
             // SAFETY: a compiled program; valid out-parameter.
-            let rc = unsafe { nv::nvrtcGetPTXSize(prog, &mut n) };
-            check(rc, "nvrtcGetPTXSize")?;
+            let rc = unsafe { (nv.get_ptx_size)(prog, &mut n) };
+            check(nv, rc, "nvrtcGetPTXSize")?;
             out = vec![0u8; n];
             check(
+                nv,
                 // SAFETY: `out` holds the n bytes NVRTC writes.
-                unsafe { nv::nvrtcGetPTX(prog, out.as_mut_ptr() as *mut c_char) },
+                unsafe { (nv.get_ptx)(prog, out.as_mut_ptr() as *mut c_char) },
                 "nvrtcGetPTX",
             )?;
         }
         Image::Cubin => {
             // SAFETY: a compiled program; valid out-parameter.
-            let rc = unsafe { nv::nvrtcGetCUBINSize(prog, &mut n) };
-            check(rc, "nvrtcGetCUBINSize")?;
+            let rc = unsafe { (nv.get_cubin_size)(prog, &mut n) };
+            check(nv, rc, "nvrtcGetCUBINSize")?;
             out = vec![0u8; n];
             check(
+                nv,
                 // SAFETY: `out` holds the n bytes NVRTC writes.
-                unsafe { nv::nvrtcGetCUBIN(prog, out.as_mut_ptr() as *mut c_char) },
+                unsafe { (nv.get_cubin)(prog, out.as_mut_ptr() as *mut c_char) },
                 "nvrtcGetCUBIN",
             )?;
         }
