@@ -409,6 +409,38 @@ fn self_attention_decode_prefill_gqa() {
                 dt.tol(),
             );
         }
+        // keys scoring -inf (q = 1, key rows -inf) weigh nothing, also as the first keys of
+        // a split or warp before any finite score, and as whole splits
+        for (l, s, neg) in [
+            (1i64, 300i64, 0..1i64),
+            (1, 300, 0..100),
+            (1, 4096, 100..700),
+        ] {
+            let (h, hk, d) = (12i64, 2i64, 128i64);
+            let mut q = HostTensor::new(&[l, h, d], dt);
+            q.set(&vec![1.0; (l * h * d) as usize]);
+            let mut k = rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0);
+            let mut kv = k.get();
+            for x in &mut kv[(neg.start * hk * d) as usize..(neg.end * hk * d) as usize] {
+                *x = f64::NEG_INFINITY;
+            }
+            k.set(&kv);
+            let mut ts = vec![
+                HostTensor::new(&[l, h, d], dt),
+                q,
+                k,
+                rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0),
+            ];
+            let scale = 1.0 / (d as f64).sqrt();
+            let args = [A::T(0), A::T(1), A::T(2), A::T(3), A::F(scale)];
+            let r = both("ops.self_attention", &mut ts, &args, &[0]);
+            check(
+                &format!("self_attention {dt:?} ({l},{s}) -inf keys {neg:?}"),
+                &r,
+                dt.tol(),
+                dt.tol(),
+            );
+        }
     }
 }
 

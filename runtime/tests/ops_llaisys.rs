@@ -463,6 +463,57 @@ fn self_attention_decode_and_prefill_with_cache() {
 }
 
 #[test]
+fn self_attention_minus_inf_scores_weigh_nothing() {
+    // keys whose scores are -inf (q = 1, the key row -inf) weigh 0, as in softmax, also when
+    // they fill whole key chunks or the first keys of a split before any finite score
+    let mut rng = Rng::new(12);
+    for dt in FLOATS {
+        for (l, s, h, hk, d, neg) in [
+            (1usize, 70usize, 6usize, 2usize, 32usize, 0..1usize),
+            (1, 300, 12, 2, 128, 0..32),
+            (1, 4096, 12, 2, 128, 0..600),
+            (1, 4096, 12, 2, 128, 1000..3000),
+            (3, 40, 6, 2, 16, 0..30),
+        ] {
+            let mut q = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
+            q.set(&vec![1.0; l * h * d]);
+            let qv = q.get();
+            let (mut k, mut kv) =
+                rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+            for j in neg.clone() {
+                for x in &mut kv[j * hk * d..(j + 1) * hk * d] {
+                    *x = f64::NEG_INFINITY;
+                }
+            }
+            k.set(&kv);
+            let (v, vv) = rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+            let out = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
+            let scale = 1.0 / (d as f64).sqrt();
+            call(
+                "ops.self_attention",
+                &[
+                    out.view(),
+                    q.view(),
+                    k.view(),
+                    v.view(),
+                    AnyView::from(scale),
+                ],
+            )
+            .unwrap();
+            let want = attn_ref(&qv, &kv, &vv, l, s, h, hk, d, d, scale);
+            assert!(want.iter().all(|x| x.is_finite()));
+            assert_close(
+                &format!("attention {dt:?} l={l} s={s} -inf keys {neg:?}"),
+                &out.get(),
+                &want,
+                dt.tol(),
+                dt.tol(),
+            );
+        }
+    }
+}
+
+#[test]
 fn causal_mask_is_bottom_right() {
     // With v = one-hot key index and equal scores, row i averages keys 0..=i + (S - L).
     let (l, s, d) = (3usize, 5usize, 4usize);

@@ -291,6 +291,60 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
     }
 }
 
+// Keys whose scores are -inf weigh 0 (softmax over the finite ones), in every path: the first
+// key of a decode warp's stream, a whole 32-key split, the whole first 256-key chunk; and a row
+// whose keys are all -inf is NaN in every path.
+void test_attention_neginf() {
+    const float inf = INFINITY;
+    struct Case { int S, k0, k1, splits, split_len; bool all; } cases[] = {
+        {100, 0, 1, 4, 32, false}, {100, 99, 100, 4, 32, false}, {100, 0, 32, 4, 32, false},
+        {300, 0, 256, 10, 32, false}, {100, 0, 100, 4, 32, true}};
+    for (auto c : cases) {
+        int S = c.S, D = 4, DV = 8;
+        auto q = rand_vec<float>(D, 0.1, 1), kk = rand_vec<float>((size_t)S * D, 0.1, 1), v = rand_vec<float>((size_t)S * DV, 0, 1);
+        for (int j = c.k0; j < c.k1; ++j)
+            for (int t = 0; t < D; ++t) kk[(size_t)j * D + t] = -inf;
+        std::vector<double> want(DV, NAN);
+        if (!c.all) {
+            double mx = -INFINITY, sum = 0;
+            std::vector<double> p(S, 0.0);
+            for (int j = 0; j < S; ++j) {
+                if (j >= c.k0 && j < c.k1) continue;
+                double a = 0;
+                for (int t = 0; t < D; ++t) a += (double)q[t] * kk[(size_t)j * D + t];
+                p[j] = a;
+                mx = std::max(mx, a);
+            }
+            for (int j = 0; j < S; ++j) sum += (p[j] = (j >= c.k0 && j < c.k1) ? 0.0 : std::exp(p[j] - mx));
+            for (int t = 0; t < DV; ++t) {
+                double a = 0;
+                for (int j = 0; j < S; ++j) a += p[j] * v[(size_t)j * DV + t];
+                want[t] = a / sum;
+            }
+        }
+        for (int mode = 0; mode < 3; ++mode) {
+            int splits = mode ? c.splits : 1, len = mode ? c.split_len : S;
+            std::vector<float> o(DV), ws((size_t)splits * (DV + 2), NAN);
+            if (mode == 2)
+                emu_launch(splits, 1, 128, 4 * DV * 4, [&] {
+                    self_attention_decode_f32(q.data(), kk.data(), v.data(), 1, 1, S, 1, D, DV, 1.0f, splits, len, ws.data());
+                });
+            else
+                emu_launch(splits, 1, 128, (D + DV + 256) * 4, [&] {
+                    self_attention_f32(o.data(), q.data(), kk.data(), v.data(), 1, 1, S, 1, D, DV, 1.0f, splits, len, ws.data());
+                });
+            if (splits > 1) emu_launch(1, 1, 128, splits * 4, [&] { self_attention_combine_f32(o.data(), ws.data(), 1, 1, DV, splits); });
+            bool ok = true;
+            for (int t = 0; t < DV; ++t)
+                ok &= c.all ? std::isnan(o[t]) : std::fabs(o[t] - want[t]) <= 1e-5 * (1 + std::fabs(want[t]));
+            char what[128];
+            std::snprintf(what, sizeof what, "attention -inf keys [%d,%d) of %d, %s", c.k0, c.k1, S,
+                          mode == 0 ? "one split" : mode == 1 ? "split-KV general kernel" : "split-KV decode kernel");
+            expect(ok, what);
+        }
+    }
+}
+
 void test_bias() {
     std::vector<unsigned> b = {1, 2, 3, 4, 5}, y(3 * 8, 0xdead);
     emu_launch(1, 1, 32, 0, [&] { bias_rows_4(y.data(), 8, b.data(), 3, 5); });
@@ -346,6 +400,7 @@ int main() {
         test_attention<float>(self_attention_f32, self_attention_combine_f32, self_attention_decode_f32);
         test_attention<f16_t>(self_attention_f16, self_attention_combine_f16, self_attention_decode_f16);
         test_attention<bf16_t>(self_attention_bf16, self_attention_combine_bf16, self_attention_decode_bf16);
+        test_attention_neginf();
     });
     timed("bias", [] {
         test_bias();

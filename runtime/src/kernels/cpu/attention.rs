@@ -942,6 +942,10 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 jj += 1;
             }
             *m.add(hh) = mx;
+            // every score of the chunk -inf: weights exp(-inf - 0) = 0 and a sum of 0, which
+            // the merge skips (exp(-inf - -inf) would be NaN, and the row with it; a row whose
+            // keys are all -inf still ends as 0 / 0 = NaN, as softmax gives)
+            let mx = if mx == f32::NEG_INFINITY { 0.0 } else { mx };
             #[cfg(target_arch = "x86_64")]
             if use_dp {
                 // bf16 weights for the vdpbf16ps value pass (pairs of keys per instruction)

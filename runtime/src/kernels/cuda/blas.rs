@@ -39,8 +39,11 @@ fn check(bl: &Cublas, rc: i32, call: &str) -> Result<()> {
     if rc == SUCCESS {
         return Ok(());
     }
-    // SAFETY: cuBLAS's status strings are static (one for unknown codes too).
-    let p = unsafe { (bl.get_status_string)(rc) };
+    let p = match bl.get_status_string {
+        // SAFETY: cuBLAS's status strings are static (one for unknown codes too).
+        Some(f) => unsafe { f(rc) },
+        None => std::ptr::null(),
+    };
     let text = if p.is_null() {
         String::new()
     } else {

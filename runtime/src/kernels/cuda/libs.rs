@@ -206,7 +206,8 @@ pub struct Cublas {
     pub set_stream: unsafe extern "C" fn(BlasHandle, *mut c_void) -> c_int,
     pub gemm_ex: GemmEx,
     pub gemm_strided_batched_ex: GemmStridedBatchedEx,
-    pub get_status_string: unsafe extern "C" fn(c_int) -> *const c_char,
+    /// Absent before cuBLAS 11.4.2: errors then carry the status code alone.
+    pub get_status_string: Option<unsafe extern "C" fn(c_int) -> *const c_char>,
     /// Keeps the functions above loaded (the static is never dropped).
     _lib: Library,
 }
@@ -230,14 +231,14 @@ pub fn load_cublas(path: Option<std::ffi::OsString>) -> Result<Cublas, String> {
     )?;
     let w = "cuBLAS";
     // SAFETY: each type is the C declaration of the named cuBLAS function (cublas_api.h, the
-    // same from CUDA 11.4 to 13); `_lib` keeps them loaded.
+    // same from CUDA 11 to 13); `_lib` keeps them loaded.
     unsafe {
         Ok(Cublas {
             create: sym(&lib, b"cublasCreate_v2\0", w)?,
             set_stream: sym(&lib, b"cublasSetStream_v2\0", w)?,
             gemm_ex: sym(&lib, b"cublasGemmEx\0", w)?,
             gemm_strided_batched_ex: sym(&lib, b"cublasGemmStridedBatchedEx\0", w)?,
-            get_status_string: sym(&lib, b"cublasGetStatusString\0", w)?,
+            get_status_string: sym(&lib, b"cublasGetStatusString\0", w).ok(),
             _lib: lib,
         })
     }

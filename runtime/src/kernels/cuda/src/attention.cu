@@ -27,8 +27,9 @@ __device__ void attention(T* out, const T* q, const T* k, const T* v, int L, int
     for (int t = tid; t < D; t += blockDim.x) qs[t] = to_f32(qr[t]) * scale;
     for (int t = tid; t < DV; t += blockDim.x) acc[t] = 0.0f;
     __syncthreads();
-    int nk = i + S - L + 1;
-    int lo = z * split_len, hi = min(nk, lo + split_len);
+    // no int overflow: S - L >= 0 and nk <= S; hi without forming lo + split_len past 2^31 - 1
+    int nk = S - L + 1 + i;
+    int lo = z * split_len, hi = nk - lo < split_len ? nk : lo + split_len;
     float m = NEG_INF, total = 0.0f;
     for (int c0 = lo; c0 < hi; c0 += ATT_CHUNK) {
         int cn = min(ATT_CHUNK, hi - c0);
@@ -47,7 +48,9 @@ __device__ void attention(T* out, const T* q, const T* k, const T* v, int L, int
         float corr = (m == mn) ? 1.0f : expf(m - mn);
         float ps = 0.0f;
         for (int jj = tid; jj < cn; jj += blockDim.x) {
-            float p = expf(sc[jj] - mn);
+            // a -inf score weighs 0 even while the running max is still -inf (exp(-inf - -inf)
+            // would be NaN); NaN and +inf scores still make the row NaN
+            float p = sc[jj] == NEG_INF ? 0.0f : expf(sc[jj] - mn);
             sc[jj] = p;
             ps += p;
         }
@@ -99,8 +102,9 @@ __device__ void attention_decode(const T* q, const T* k, const T* v, int L, int 
         qr[u] = t < D ? to_f32(qp[t]) * scale : 0.0f;
         acc[u] = 0.0f;
     }
-    int nk = i + S - L + 1;
-    int lo = z * split_len, hi = min(nk, lo + split_len);
+    // no int overflow: S - L >= 0 and nk <= S; hi without forming lo + split_len past 2^31 - 1
+    int nk = S - L + 1 + i;
+    int lo = z * split_len, hi = nk - lo < split_len ? nk : lo + split_len;
     float m = NEG_INF, total = 0.0f;
 #pragma unroll 4
     for (int j = lo + warp; j < hi; j += nw) {
@@ -114,7 +118,8 @@ __device__ void attention_decode(const T* q, const T* k, const T* v, int L, int 
         s = warp_sum(s);
         float mn = fmaxf(m, s);
         float corr = (m == mn) ? 1.0f : expf(m - mn);
-        float p = expf(s - mn);
+        // as in `attention`: a -inf score weighs 0 even before the warp has seen a finite one
+        float p = s == NEG_INF ? 0.0f : expf(s - mn);
         total = total * corr + p;
         for (int u = 0; u < DEC_MAX; ++u) {
             int t = lane + 32 * u;
