@@ -396,11 +396,18 @@ fn arg_count_error(name: &str, params: &[&str], ret: &str, got: usize) -> Error 
 
 #[cold]
 fn arg_type_error(name: &str, params: &[&str], ret: &str, i: usize, got: &AnyView<'_>) -> Error {
+    // A string whose bytes are not UTF-8 (a Julia `String`, a file name) is refused by `&str`
+    // parameters: say so, instead of naming its type as if that were the mismatch.
+    let not_utf8 = matches!(
+        got.type_index(),
+        crate::abi::kTVMFFISmallStr | crate::abi::kTVMFFIStr | crate::abi::kTVMFFIRawStr
+    ) && got.as_str().is_none();
     Error::type_error(format!(
-        "Mismatched type on argument #{i} when calling: `{}`. Expected `{}` but got `{}`",
+        "Mismatched type on argument #{i} when calling: `{}`. Expected `{}` but got `{}`{}",
         signature(name, params, ret),
         params[i],
-        mismatch_type_key(got)
+        mismatch_type_key(got),
+        if not_utf8 { " (a string that is not valid UTF-8)" } else { "" }
     ))
 }
 

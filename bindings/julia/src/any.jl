@@ -306,6 +306,10 @@ _to_owned_any(x::Base.CodeUnits{UInt8,String}) = _owned_from_view(x)  # bytes, n
 function _owned_from_view(x)
     v, keep = _arg(x)
     ti = v.type_index
+    # A strided array outside DLStridedArray (transpose, adjoint, nested PermutedDimsArray, views
+    # of those) passes as a borrowed DLTensor* to a TensorView made for this conversion: it would
+    # dangle as soon as we return. Export the array it views instead (an owned ffi.Tensor).
+    ti == kTVMFFIDLTensorPtr && keep isa TensorView && return _steal(to_dlpack(keep))
     if ti >= kTVMFFIStaticObjectBegin || ti == kTVMFFIRawStr || ti == kTVMFFIByteArrayPtr
         out = Ref(ANY_NONE)
         rc = GC.@preserve keep TVMFFIAnyViewToOwnedAny(Ref(v), out)  # IncRef / String / Bytes

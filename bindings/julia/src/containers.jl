@@ -61,6 +61,10 @@ Base.:(==)(s::TVMShape, t::TVMShape) = collect(s) == collect(t)
 Base.hash(s::TVMShape, h::UInt) = hash(Tuple(s), h)  # as the tuple it equals (isequal)
 Base.:(==)(s::TVMShape, t::Union{Tuple,AbstractVector}) = collect(s) == collect(t)
 Base.:(==)(t::Union{Tuple,AbstractVector}, s::TVMShape) = s == t
+# A shape hashes as the tuple it equals, and a tuple and a vector never hash alike: `isequal`
+# (Dict and Set keys) holds with the tuple only, or equal keys would hash apart.
+Base.isequal(s::TVMShape, t::AbstractVector) = false
+Base.isequal(t::AbstractVector, s::TVMShape) = false
 Base.show(io::IO, s::TVMShape) =
     s.handle == C_NULL ? print(io, "TVMShape(<released>)") : print(io, "TVMShape(", Tuple(s), ")")
 

@@ -126,27 +126,60 @@ end
 
 @inline _cb_arg(args::Ptr{TVMFFIAny}, i::Integer) = _from_any_borrowed(unsafe_load(args, i))
 
+"""
+Most Julia callbacks one task may have active at once (callback -> FFI call -> callback ...).
+Deeper nesting raises an error instead of overflowing the stack: a stack overflow inside the
+library's frames cannot be recovered (Julia's handler then deadlocks or aborts the process).
+"""
+const MAX_CALLBACK_DEPTH = Ref(1000)
+
+# Nesting depth of callbacks in the current task (a Ref kept in task-local storage: a task's
+# callbacks all run on its own stack, whichever thread it runs on).
+@inline function _callback_depth()
+    tls = task_local_storage()
+    r = get(tls, :AnyFFI_callback_depth, nothing)
+    if r === nothing
+        r = Ref(0)
+        tls[:AnyFFI_callback_depth] = r
+    end
+    return r::Base.RefValue{Int}
+end
+
 function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
                                result::Ptr{TVMFFIAny})::Cint
     try
-        f = (unsafe_pointer_to_objref(self)::_KeepAlive).value
-        ret = if n == 0
-            f()
-        elseif n == 1
-            f(_cb_arg(args, 1))
-        elseif n == 2
-            f(_cb_arg(args, 1), _cb_arg(args, 2))
-        elseif n == 3
-            f(_cb_arg(args, 1), _cb_arg(args, 2), _cb_arg(args, 3))
-        else
-            f(Any[_cb_arg(args, i) for i in 1:n]...)
+        depth = _callback_depth()
+        depth[] < MAX_CALLBACK_DEPTH[] || throw(TVMError("RecursionError",
+            "AnyFFI: Julia callbacks nested more than $(MAX_CALLBACK_DEPTH[]) deep in one task " *
+            "(unbounded recursion through the FFI?); AnyFFI.MAX_CALLBACK_DEPTH[] sets the limit"))
+        depth[] += 1
+        try
+            _call_callback(self, args, n, result)
+        finally
+            depth[] -= 1
         end
-        _store_result!(result, ret)
         return Cint(0)
     catch e
         _raise_julia_exception(e, catch_backtrace())
         return Cint(-1)
     end
+end
+
+function _call_callback(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32, result::Ptr{TVMFFIAny})
+    f = (unsafe_pointer_to_objref(self)::_KeepAlive).value
+    ret = if n == 0
+        f()
+    elseif n == 1
+        f(_cb_arg(args, 1))
+    elseif n == 2
+        f(_cb_arg(args, 1), _cb_arg(args, 2))
+    elseif n == 3
+        f(_cb_arg(args, 1), _cb_arg(args, 2), _cb_arg(args, 3))
+    else
+        f(Any[_cb_arg(args, i) for i in 1:n]...)
+    end
+    _store_result!(result, ret)
+    return nothing
 end
 
 # Behind a function barrier, so the dynamically typed `ret` costs one dispatch and the

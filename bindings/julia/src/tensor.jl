@@ -54,9 +54,10 @@ end
 """
     StridedView{T,N} <: AbstractArray{T,N}
 
-A Julia array over foreign memory with arbitrary positive strides (in elements), for tensor
-layouts that neither `Array` nor a `PermutedDimsArray` of one can express (e.g. a slice whose
-strides are not multiples of each other). `owner` keeps the memory alive (a `TVMTensor`, or
+A Julia array over foreign memory with arbitrary strides (in elements, negative ones
+included), for tensor layouts that neither `Array` nor a `PermutedDimsArray` of one can express
+(e.g. a slice whose strides are not multiples of each other, a reversed view, memory not
+aligned to the element type). `owner` keeps the memory alive (a `TVMTensor`, or
 `nothing` for memory someone else guarantees). It passes back to FFI functions as a
 `TensorView` with the same strides, like any strided array.
 """
@@ -72,8 +73,13 @@ Base.stride(a::StridedView{T,N}, k::Integer) where {T,N} = k <= N ? a.strides[k]
 Base.IndexStyle(::Type{<:StridedView}) = IndexCartesian()
 Base.unsafe_convert(::Type{Ptr{T}}, a::StridedView{T}) where {T} = a.ptr
 Base.elsize(::Type{StridedView{T,N}}) where {T,N} = sizeof(T)
-@inline _offset(a::StridedView{T,N}, I::NTuple{N,Int}) where {T,N} =
-    sum(ntuple(k -> (I[k] - 1) * a.strides[k], Val(N))) + 1
+@inline function _offset(a::StridedView{T,N}, I::NTuple{N,Int}) where {T,N}
+    o = 1
+    for k in 1:N
+        o += (I[k] - 1) * a.strides[k]
+    end
+    return o
+end
 @inline function Base.getindex(a::StridedView{T,N}, I::Vararg{Int,N}) where {T,N}
     @boundscheck checkbounds(a, I...)
     return GC.@preserve a unsafe_load(a.ptr, _offset(a, I))
@@ -168,19 +174,24 @@ _is_host(d::DLDevice) = d.device_type in (kDLCPU, kDLCUDAHost, kDLROCMHost, kDLC
 # --- Wrapping foreign memory as a Julia array (shared by from_dlpack and unsafe_array) -------
 #
 # Returns (array, root). Compact column-major -> Array; compact in another dimension order
-# (e.g. row-major) -> PermutedDimsArray over an Array; any other positive strides -> a
-# StridedView. `root` is the Array that should carry a finalizer releasing `owner`, or
+# (e.g. row-major) -> PermutedDimsArray over an Array; any other strides (negative ones too),
+# or a pointer not aligned to the element type -> a StridedView. `root` is the Array that should carry a finalizer releasing `owner`, or
 # `nothing` when the array itself holds `owner` (StridedView) or there is no memory to share.
+_is_aligned(p::Ptr{T}) where {T} = UInt(p) % Base.datatype_alignment(T) == 0
+
 function _wrap_strided(p::Ptr{T}, shape::NTuple{N,Int64}, strides::NTuple{N,Int64}, owner) where {T,N}
     dims = map(Int, shape)
     if N == 0
+        _is_aligned(p) || return StridedView{T,N}(p, dims, (), owner), nothing
         a = unsafe_wrap(Array, p, ())
         return a, a
     end
     if any(==(0), dims) || p == C_NULL
         return Array{T,N}(undef, dims), nothing  # no elements: nothing to share
     end
-    any(s -> s < 0, strides) && throw(ArgumentError("from_dlpack: negative strides $(strides) are not supported"))
+    if !_is_aligned(p)  # unsafe_wrap refuses such pointers; StridedView loads them fine
+        return StridedView{T,N}(p, dims, map(Int, strides), owner), nothing
+    end
     # order: dims of size > 1 by increasing stride, then the size-1 dims
     big = sort!([i for i in 1:N if dims[i] > 1], by = i -> (strides[i], i))
     order = vcat(big, [i for i in 1:N if dims[i] == 1])
@@ -388,8 +399,10 @@ array's finalizer). A compact column-major tensor gives an `Array`; other layout
 `TVMTensor`, as `TVMFFITensorFromDLPack*` does.
 """
 # Whether _wrap_strided will return a StridedView (non-compact layout with elements).
-function _wrap_needs_owner(shape::NTuple{N,Int64}, strides::NTuple{N,Int64}) where {N}
-    (N == 0 || any(==(0), shape)) && return false
+function _wrap_needs_owner(p::Ptr, shape::NTuple{N,Int64}, strides::NTuple{N,Int64}) where {N}
+    any(==(0), shape) && return false
+    _is_aligned(p) || return true
+    N == 0 && return false
     big = sort!([i for i in 1:N if shape[i] > 1], by = i -> (strides[i], i))
     expect = 1
     for i in big
@@ -407,12 +420,12 @@ function from_dlpack(t::TVMTensor)
     n = Int(dl.ndim)
     shape = ntuple(i -> unsafe_load(dl.shape, i), n)
     strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), n)
-    if _wrap_needs_owner(shape, strides)
+    p = Ptr{T}(dl.data + dl.byte_offset)
+    if _wrap_needs_owner(p, shape, strides)
         # a StridedView holds the tensor itself
-        return first(_wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides,
-                                   TVMTensor(h; borrowed = true)))
+        return first(_wrap_strided(p, shape, strides, TVMTensor(h; borrowed = true)))
     end
-    arr, root = _wrap_strided(Ptr{T}(dl.data + dl.byte_offset), shape, strides, nothing)
+    arr, root = _wrap_strided(p, shape, strides, nothing)
     if root !== nothing
         TVMFFIObjectIncRef(h)  # the array's own reference, released by its finalizer
         finalizer(_ -> (TVMFFIObjectDecRef(h); nothing), root)

@@ -152,4 +152,10 @@
         @test hash(TVMMap("a" => 1)) == hash(TVMMap("a" => 1)) && TVMMap("a" => 1) != TVMMap("a" => 2)
         @test TVMShape(1, 2) in Set([(1, 2)])
     end
+
+    @testset "shape isequal/hash agree" begin
+        s = TVMShape(1, 2)
+        @test s == [1, 2] && s == (1, 2) && isequal(s, (1, 2)) && !isequal(s, [1, 2])
+        @test (1, 2) in Set([s]) && !([1, 2] in Set([s]))
+    end
 end

@@ -67,4 +67,29 @@
         e = catch_tvm(() -> APPLY(() -> Core.svec(1)))
         @test e isa TVMError && e.kind == "ValueError"
     end
+
+    @testset "unbounded recursion through callbacks is an error, not a crash" begin
+        g(n) = APPLY(g, n + 1)
+        e = catch_tvm(() -> g(0))
+        @test e isa TVMError && e.kind == "RecursionError"
+        e = fetch(@async catch_tvm(() -> g(0)))   # a task's smaller stack
+        @test e isa TVMError && e.kind == "RecursionError"
+        h(n) = n == 0 ? 0 : APPLY(h, n - 1) + 1
+        @test h(500) == 500
+    end
+
+    @testset "callback backtraces look frames up once" begin
+        # StackTraces.lookup of a system-image frame takes ~4 ms on Julia 1.5, so frames are
+        # cached by address (AnyFFI.FRAME_CACHE); the backtrace reads the same through it
+        boom(x) = error("boom")
+        raise() = catch_tvm(() -> APPLY(boom, 1))
+        raise()  # compiled
+        empty!(AnyFFI.FRAME_CACHE)
+        e = raise()
+        @test occursin("in error", e.backtrace) && occursin("in boom", e.backtrace)
+        n = length(AnyFFI.FRAME_CACHE)
+        @test n > 0
+        @test raise().backtrace == e.backtrace
+        @test length(AnyFFI.FRAME_CACHE) == n   # the same frames again: nothing new looked up
+    end
 end

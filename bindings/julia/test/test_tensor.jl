@@ -192,4 +192,28 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         GC.gc(); GC.gc()
         @test from_dlpack(t) == 1:10
     end
+
+    @testset "strided arrays returned from callbacks are owned" begin
+        junk() = (for _ in 1:3; x = [fill(7.0, 8) for _ in 1:100_000]; end; GC.gc(); GC.gc())
+        r = APPLY(() -> transpose(Float64[1 2 3; 4 5 6]))
+        junk()
+        @test r isa TVMTensor && collect(from_dlpack(r)) == [1 4; 2 5; 3 6]
+        r = APPLY(() -> view(transpose(reshape(Float64.(1:24), 4, 6)), 1:3, :))
+        junk()
+        @test r isa TVMTensor && collect(from_dlpack(r)) == transpose(reshape(Float64.(1:24), 4, 6))[1:3, :]
+        a = TVMAny(Float64[1 2; 3 4]')
+        junk()
+        @test type_index(a) == 70 && collect(from_dlpack(copy_value(a))) == [1 3; 2 4]
+    end
+
+    @testset "negative strides and unaligned memory come back" begin
+        v = collect(1.0:10.0)
+        @test collect(from_dlpack(TVMTensor(view(v, 10:-1:1)))) == 10.0:-1:1.0
+        @test APPLY(x -> sum(unsafe_array(x)), view(v, 10:-3:1)) == sum(v[10:-3:1])
+        M = reshape(Float64.(1:16), 4, 4)
+        @test collect(from_dlpack(TVMTensor(view(M, 4:-1:1, 3:-2:1)))) == M[4:-1:1, 3:-2:1]
+        y = reinterpret(Float32, view(zeros(UInt8, 17), 2:17))
+        y .= 1:4
+        @test collect(from_dlpack(TVMTensor(y))) == Float32[1, 2, 3, 4]
+    end
 end
