@@ -76,6 +76,8 @@ function __init__()
     DLPACK_DELETER_VERSIONED[] = @cfunction(_dlpack_deleter_versioned, Cvoid,
                                             (Ptr{DLManagedTensorVersioned},))
     empty!(GLOBAL_CACHE)
+    resize!(CALLBACK_DEPTH, Threads.nthreads())
+    fill!(CALLBACK_DEPTH, 0)
     return nothing
 end
 
