@@ -541,7 +541,8 @@ fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
     (splits as i32, len as i32)
 }
 
-/// `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` (1 to 64; default 8: best of 2, 4, 8, 16, 32 on an H100), read once.
+/// `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` (1 to 64; default 8, the best of 2, 4, 8, 16 and 32 on an
+/// H100), read once.
 fn attn_blocks_per_sm() -> i64 {
     static V: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *V.get_or_init(|| {
