@@ -407,7 +407,11 @@ fn arg_type_error(name: &str, params: &[&str], ret: &str, i: usize, got: &AnyVie
         signature(name, params, ret),
         params[i],
         mismatch_type_key(got),
-        if not_utf8 { " (a string that is not valid UTF-8)" } else { "" }
+        if not_utf8 {
+            " (a string that is not valid UTF-8)"
+        } else {
+            ""
+        }
     ))
 }
 
