@@ -80,15 +80,13 @@ run() {
   nvrtc=$(find_one 'libnvrtc.so.1[0-9]*')
   cublas=$(find_one 'libcublas.so.1[0-9]*')
   echo "NVRTC: $nvrtc; cuBLAS: $cublas"
-  # cudarc looks the libraries up by unversioned name first
-  mkdir -p /tmp/anyffi-cudalibs
-  ln -sf "$nvrtc" /tmp/anyffi-cudalibs/libnvrtc.so
-  ln -sf "$cublas" /tmp/anyffi-cudalibs/libcublas.so
-  export LD_LIBRARY_PATH="/tmp/anyffi-cudalibs:$(dirname "$nvrtc"):$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export ANYFFI_NVRTC_LIBRARY=$nvrtc ANYFFI_CUBLAS_LIBRARY=$cublas ANYFFI_REQUIRE_CUDA=1 ANYFFI_REQUIRE_NVRTC=1
-  export ANYFFI_LIBRARY=$G/libtvm_ffi.so
+  # cuda_ops finds the libraries by name in their directories (libX.so or libX.so.13/.12);
+  # everything after it names them by path as well (ANYFFI_NVRTC_LIBRARY, ANYFFI_CUBLAS_LIBRARY)
+  export LD_LIBRARY_PATH="$(dirname "$nvrtc"):$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export ANYFFI_REQUIRE_CUDA=1 ANYFFI_REQUIRE_NVRTC=1 ANYFFI_LIBRARY=$G/libtvm_ffi.so
   echo "== cuda_ops"
   timeout 120 "$G/cuda_ops" --test-threads=1 2>&1 | tee "$out/cuda_ops.log" | tail -30 || r=1
+  export ANYFFI_NVRTC_LIBRARY=$nvrtc ANYFFI_CUBLAS_LIBRARY=$cublas
   echo "== cuda_compile"
   timeout 60 "$G/cuda_compile" 2>&1 | tail -5 || r=1
   echo "== runtime_api"
