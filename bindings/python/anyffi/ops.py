@@ -16,7 +16,7 @@ from . import runtime
 from .device import Device, cpu
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor, check_writable, from_dlpack
+from .tensor import Tensor, check_byte_order, check_writable, from_dlpack
 
 api = GlobalFunctions("ops")
 
@@ -28,6 +28,7 @@ def _check(op: str, name: str, x: Any) -> None:
             f"anyffi.ops.{op}: `{name}` must be an anyffi.Tensor, a numpy array or a DLPack "
             f"producer, got {type(x).__name__}"
         )
+    check_byte_order(f"anyffi.ops.{op}", name, x)
 
 
 def _meta(op: str, name: str, x: Any) -> tuple[tuple[int, ...], dtype, Device, Any]:
@@ -36,7 +37,10 @@ def _meta(op: str, name: str, x: Any) -> tuple[tuple[int, ...], dtype, Device, A
         return x.shape, x.dtype, x.device, x
     _check(op, name, x)
     if type(x).__module__ == "numpy":
-        return tuple(x.shape), dtype(x.dtype.name), cpu, x
+        try:
+            return tuple(x.shape), dtype(x.dtype.name), cpu, x
+        except ValueError:  # a dtype the library has no name for (complex64): as a DLPack producer
+            pass
     t = from_dlpack(x)
     return t.shape, t.dtype, t.device, t
 
@@ -112,8 +116,23 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
         raise ValueError(f"anyffi.ops.linear: `x` must have at least 1 dimension, got shape {xshape}")
     _ndim("linear", "weight", wshape, 2)
     out = _out("linear", out, xshape[:-1] + (wshape[0],), dt, dev)
+    if len(xshape) == 1:
+        # the library takes [M, K] rows: a vector runs as one row, as torch's F.linear
+        _op("linear")(_as_row("linear", "out", out), _as_row("linear", "x", x), weight, bias)
+        return out
     _op("linear")(out, x, weight, bias)
     return out
+
+
+def _as_row(op: str, name: str, t: Any) -> Any:
+    """A 1-D tensor-like as a [1, n] view of the same memory (no copy)."""
+    if isinstance(t, Tensor):
+        return runtime.view(t, (1,) + t.shape)
+    if hasattr(t, "reshape") and getattr(t, "ndim", None) == 1:
+        return t.reshape(1, -1)  # numpy: always a view for a 1-D array
+    if len(getattr(t, "shape", ())) != 1:
+        raise ValueError(f"anyffi.ops.{op}: `{name}` must be 1-D when `x` is, got shape {tuple(t.shape)}")
+    return runtime.view(from_dlpack(t), (1,) + tuple(t.shape))
 
 
 def rearrange(x: Any, out: Optional[Any] = None) -> Any:
@@ -178,6 +197,12 @@ def gemm(a: Any, b: Any, alpha: float = 1.0, beta: float = 0.0, out: Optional[An
     _ndim("gemm", "b", bshape, 2, 3)
     alpha = _number("gemm", "alpha", alpha)
     beta = _number("gemm", "beta", beta)
+    if out is None and beta != 0.0:
+        # the output is allocated uninitialised: beta * out would read garbage
+        raise ValueError(
+            f"anyffi.ops.gemm: `beta` = {beta} needs `out` (the C that beta scales); "
+            "without `out` pass beta=0"
+        )
     batches = [s[0] for s in (ashape, bshape) if len(s) == 3]
     mn = (ashape[-2], bshape[-1])
     if not batches:

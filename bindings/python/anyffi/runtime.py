@@ -15,7 +15,7 @@ from .container import Shape
 from .device import Device, device
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor, check_writable
+from .tensor import Tensor, check_byte_order, check_writable, from_dlpack
 
 api = GlobalFunctions("runtime")
 
@@ -132,16 +132,28 @@ def empty(shape: Iterable[int], dt: Union[str, dtype] = "float32", d: DeviceLike
     return _call("empty", _dims("empty", "shape", shape), dtype(dt), _dev(d))
 
 
+def _owned(func: str, t: Any) -> Any:
+    """A numpy array or other DLPack producer as an owning ffi.Tensor (keeping the producer's
+    memory alive), as the view functions need: a borrowed DLTensor* cannot back a view."""
+    if isinstance(t, Tensor) or not hasattr(t, "__dlpack__") and type(t).__name__ != "PyCapsule":
+        return t
+    check_byte_order(f"anyffi.runtime.{func}", "t", t)
+    return from_dlpack(t)
+
+
 def view(t: Any, shape: Iterable[int]) -> Tensor:
     """The same memory with another shape (no copy; an error when the strides do not allow it)."""
+    t = _owned("view", t)
     return _same_ro(t, _call("view", t, _dims("view", "shape", shape)))
 
 
 def permute(t: Any, order: Iterable[int]) -> Tensor:
+    t = _owned("permute", t)
     return _same_ro(t, _call("permute", t, _dims("permute", "order", order)))
 
 
 def slice(t: Any, dim: int, start: int, end: int) -> Tensor:  # noqa: A001 - the runtime's name
+    t = _owned("slice", t)
     return _same_ro(
         t,
         _call("slice", t, _int("slice", "dim", dim), _int("slice", "start", start), _int("slice", "end", end)),
@@ -149,6 +161,7 @@ def slice(t: Any, dim: int, start: int, end: int) -> Tensor:  # noqa: A001 - the
 
 
 def contiguous(t: Any) -> Tensor:
+    check_byte_order("anyffi.runtime.contiguous", "t", t)
     out = _call("contiguous", t)
     if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
         return t  # already contiguous: the tensor itself (its read-only flag with it)
@@ -156,6 +169,7 @@ def contiguous(t: Any) -> Tensor:
 
 
 def to_device(t: Any, d: DeviceLike) -> Tensor:
+    check_byte_order("anyffi.runtime.to_device", "t", t)
     out = _call("to_device", t, _dev(d))
     if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
         return t  # already there: the tensor itself
@@ -165,4 +179,6 @@ def to_device(t: Any, d: DeviceLike) -> Tensor:
 def copy_(dst: Any, src: Any) -> None:
     """Copies ``src`` into ``dst`` (same shape and dtype), across devices when needed."""
     check_writable("anyffi.runtime.copy_", "dst", dst)
+    check_byte_order("anyffi.runtime.copy_", "dst", dst)
+    check_byte_order("anyffi.runtime.copy_", "src", src)
     _call("copy_", dst, src)

@@ -67,6 +67,17 @@ def check_writable(func: str, name: str, x: Any) -> None:
         raise ValueError(f"{func}: `{name}` is a read-only tensor")
 
 
+def check_byte_order(func: str, name: str, x: Any) -> None:
+    """TypeError naming the function and argument for a numpy array in non-native byte order
+    (DLPack has no byte order: the producer would refuse with a bare BufferError)."""
+    dt = getattr(x, "dtype", None)
+    if _np is not None and isinstance(x, _np.ndarray) and not dt.isnative:
+        raise TypeError(
+            f"{func}: `{name}` has non-native byte order ({dt.str}); convert it first, e.g. "
+            f"x.astype(x.dtype.newbyteorder('='))"
+        )
+
+
 # -- numpy / DLPack producers as DLTensor* views -----------------------------------------------
 
 _LEGACY_NAME_PTRS: set[int] = set()  # addresses of the static "dltensor" names producers use
@@ -327,7 +338,16 @@ class Tensor(Object):
         alive (a borrowed view only as long as its owner)."""
         import numpy as np
 
-        return np.asarray(self)
+        h = self._h
+        if not h:
+            return np.asarray(self)
+        # The array holds its own reference to the ffi.Tensor (a second Python object), so that
+        # closing this one (``close()``, a ``with`` block) cannot free the memory under it.
+        _capi.TVMFFIObjectIncRef(h)
+        holder = Tensor._from_owned(h)
+        holder._ro = self._ro
+        holder._keep = self  # ... and keeps this Python object alive too, as before
+        return np.asarray(holder)
 
     def __len__(self) -> int:
         s = self.shape

@@ -310,3 +310,77 @@ def test_runtime_wrappers_refuse_non_integers():
         runtime.empty(5)
     with pytest.raises(TypeError, match="numpy has no dtype for int4"):
         runtime.empty((4,), "int4").numpy()
+
+
+# --- fixes from the session 9 audit of the wrappers --------------------------------------------
+
+
+@needs_global("ops.gemm", "runtime.empty")
+def test_gemm_beta_without_out_is_refused():
+    # the output would be allocated uninitialised and beta * C would read it
+    a = rand(4, 4)
+    with pytest.raises(ValueError, match=r"ops\.gemm: `beta`.*`out`"):
+        ops.gemm(a, a, beta=1.0)
+    np.testing.assert_allclose(ops.gemm(a, a, alpha=2.0).numpy(), 2 * a @ a, rtol=1e-5)
+
+
+@needs_global("runtime.empty")
+def test_numpy_view_outlives_a_closed_tensor():
+    with runtime.empty((4, 4)) as t:
+        n = t.numpy()
+        n[:] = 7
+    # the tensor's Python object is closed; the array keeps its own reference to the memory,
+    # which a new tensor therefore cannot be given
+    others = [runtime.empty((4, 4)) for _ in range(8)]
+    for o in others:
+        o.numpy()[:] = -1
+    assert all(o.data_ptr != n.ctypes.data for o in others)
+    np.testing.assert_array_equal(n, np.full((4, 4), 7, np.float32))
+
+
+@needs_global("runtime.view", "runtime.permute", "runtime.slice")
+def test_view_functions_take_numpy_arrays():
+    import gc
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = runtime.view(a, (4, 3))
+    p = runtime.permute(a, (1, 0))
+    s = runtime.slice(a, 1, 1, 3)
+    del a
+    gc.collect()
+    _ = [np.ones(12, np.float32) for _ in range(50)]
+    np.testing.assert_array_equal(v.numpy(), np.arange(12).reshape(4, 3))
+    np.testing.assert_array_equal(p.numpy(), np.arange(12).reshape(3, 4).T)
+    np.testing.assert_array_equal(s.numpy(), np.arange(12).reshape(3, 4)[:, 1:3])
+    ro = np.arange(4, dtype=np.float32)
+    ro.flags.writeable = False
+    rv = runtime.view(ro, (2, 2))  # stays read-only
+    with pytest.raises(ValueError, match="read-only"):
+        ops.add(rv, rv, out=rv)
+
+
+@needs_global("ops.linear", "runtime.view")
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear_of_a_vector(with_bias):
+    x, w, b = rand(6), rand(5, 6), rand(5)
+    want = w @ x + (b if with_bias else 0)
+    got = ops.linear(x, w, b if with_bias else None)
+    assert got.shape == (5,)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    out = np.zeros(5, np.float32)
+    ops.linear(anyffi.from_dlpack(x), w, b if with_bias else None, out=out)
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+
+
+@needs_global("ops.add", "ops.rearrange", "runtime.contiguous", "runtime.copy_")
+def test_byte_order_and_unnamed_dtypes_are_named():
+    a = rand(3)
+    swapped = a.astype(">f4")
+    with pytest.raises(TypeError, match=r"anyffi\.ops\.add: `b` has non-native byte order"):
+        ops.add(a, swapped)
+    with pytest.raises(TypeError, match=r"anyffi\.runtime\.contiguous: `t` has non-native byte order"):
+        runtime.contiguous(swapped)
+    with pytest.raises(TypeError, match=r"anyffi\.runtime\.copy_: `src` has non-native byte order"):
+        runtime.copy_(np.zeros(3, np.float32), swapped)
+    c = (np.arange(4) + 1j).astype(np.complex64)
+    np.testing.assert_array_equal(ops.rearrange(c).numpy(), c)
