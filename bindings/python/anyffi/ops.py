@@ -190,7 +190,8 @@ def swiglu(gate: Any, up: Any, out: Optional[Any] = None) -> Any:
 def gemm(a: Any, b: Any, alpha: float = 1.0, beta: float = 0.0, out: Optional[Any] = None) -> Any:
     """``out = alpha * a @ b + beta * out``: a [m, k] or [batch, m, k], b [k, n] or
     [batch, k, n] -> [m, n] or [batch, m, n]; a batch of 1, or a 2-D operand, is broadcast
-    against the other's batch, as in ``numpy.matmul``."""
+    against the other's batch, as in ``numpy.matmul``. ``beta`` other than 0 needs ``out`` (the
+    C it scales): without it the output is newly allocated and uninitialised."""
     ashape, dt, dev, a = _meta("gemm", "a", a)
     bshape, _, _, b = _meta("gemm", "b", b)
     _ndim("gemm", "a", ashape, 2, 3)
