@@ -582,3 +582,109 @@ fn absurd_shapes_sub_byte_dtypes_and_empty_zero_strides() {
     )
     .unwrap();
 }
+
+#[test]
+fn outputs_that_write_an_element_twice_are_refused() {
+    // a zero stride on a dimension of size > 1 (numpy's broadcast_to made writeable, as_strided):
+    // several threads would write one element; PyTorch and runtime.copy_ refuse it too
+    let t = |shape: &[i64], dt: Dt| HostTensor::new(shape, dt);
+    let zero = |mut h: HostTensor, dim: usize| {
+        h.strides[dim] = 0;
+        h
+    };
+    let mut idx = t(&[2], Dt::I64);
+    idx.set(&[0.0, 1.0]);
+    let mut pos = t(&[2], Dt::I64);
+    pos.set(&[0.0, 1.0]);
+    let f = AnyView::from;
+    let cases: Vec<(&str, &str, Vec<HostTensor>, Vec<AnyView<'static>>)> = vec![
+        (
+            "ops.add",
+            "`c`",
+            vec![
+                zero(t(&[2, 3], Dt::F32), 0),
+                t(&[2, 3], Dt::F32),
+                t(&[2, 3], Dt::F32),
+            ],
+            vec![],
+        ),
+        (
+            "ops.swiglu",
+            "`out`",
+            vec![
+                zero(t(&[2, 3], Dt::F32), 1),
+                t(&[2, 3], Dt::F32),
+                t(&[2, 3], Dt::F32),
+            ],
+            vec![],
+        ),
+        (
+            "ops.rms_norm",
+            "`out`",
+            vec![
+                zero(t(&[2, 8], Dt::F32), 0),
+                t(&[2, 8], Dt::F32),
+                t(&[8], Dt::F32),
+            ],
+            vec![f(1e-5)],
+        ),
+        (
+            "ops.rope",
+            "`out`",
+            vec![zero(t(&[2, 2, 4], Dt::F32), 1), t(&[2, 2, 4], Dt::F32), pos],
+            vec![f(1e4)],
+        ),
+        (
+            "ops.rearrange",
+            "`out`",
+            vec![zero(t(&[2, 3], Dt::F32), 0), t(&[2, 3], Dt::F32)],
+            vec![],
+        ),
+        (
+            "ops.linear",
+            "`out`",
+            vec![
+                zero(t(&[2, 4], Dt::F32), 0),
+                t(&[2, 3], Dt::F32),
+                t(&[4, 3], Dt::F32),
+            ],
+            vec![AnyView::NONE],
+        ),
+        (
+            "ops.gemm",
+            "`c`",
+            vec![
+                zero(t(&[2, 4], Dt::F32), 1),
+                t(&[2, 3], Dt::F32),
+                t(&[3, 4], Dt::F32),
+            ],
+            vec![f(1.0), f(0.0)],
+        ),
+        (
+            "ops.embedding",
+            "`out`",
+            vec![zero(t(&[2, 4], Dt::F32), 0), idx, t(&[5, 4], Dt::F32)],
+            vec![],
+        ),
+        (
+            "ops.self_attention",
+            "`attn_val`",
+            vec![
+                zero(t(&[1, 2, 4], Dt::F32), 1),
+                t(&[1, 2, 4], Dt::F32),
+                t(&[3, 1, 4], Dt::F32),
+                t(&[3, 1, 4], Dt::F32),
+            ],
+            vec![f(0.5)],
+        ),
+    ];
+    for (op, name, ts, scalars) in &cases {
+        let mut args: Vec<AnyView<'_>> = ts.iter().map(|h| h.view()).collect();
+        args.extend(scalars.iter().copied());
+        expect_err(
+            call(op, &args),
+            "ValueError",
+            &[op, name, "zero stride", "more than once"],
+        );
+    }
+}

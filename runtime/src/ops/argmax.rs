@@ -5,7 +5,7 @@
 use anyffi::{AnyView, Error, Result};
 use half::{bf16, f16};
 
-use super::{expect_args, target, tensor_arg, DType, Target};
+use super::{expect_args, output_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::misc as k;
 use crate::kernels::cuda;
 
@@ -13,8 +13,8 @@ const OP: &str = "ops.argmax";
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["max_idx", "max_val", "vals"])?;
-    let idx = tensor_arg(OP, args, 0, "max_idx")?;
-    let val = tensor_arg(OP, args, 1, "max_val")?;
+    let idx = output_arg(OP, args, 0, "max_idx")?;
+    let val = output_arg(OP, args, 1, "max_val")?;
     let vals = tensor_arg(OP, args, 2, "vals")?;
     vals.expect_float()?;
     idx.expect_dtype(DType::I64)?;

@@ -5,7 +5,7 @@
 use anyffi::{AnyView, Result};
 use half::{bf16, f16};
 
-use super::{expect_args, target, tensor_arg, DType, Target};
+use super::{expect_args, output_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::Strided;
 use crate::kernels::cuda;
 
@@ -29,7 +29,7 @@ pub(super) fn call(
     k: &BinaryKernels,
 ) -> Result<()> {
     expect_args(op, args, &names)?;
-    let c = tensor_arg(op, args, 0, names[0])?;
+    let c = output_arg(op, args, 0, names[0])?;
     let a = tensor_arg(op, args, 1, names[1])?;
     let b = tensor_arg(op, args, 2, names[2])?;
     // inputs first, then the output against them: a float16 `c` for float32 inputs blames `c`

@@ -4,7 +4,7 @@
 
 use anyffi::{AnyView, Error, Result};
 
-use super::{expect_args, target, tensor_arg, DType, Target};
+use super::{expect_args, output_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::misc as k;
 use crate::kernels::cuda;
 
@@ -12,7 +12,7 @@ const OP: &str = "ops.embedding";
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["out", "index", "weight"])?;
-    let out = tensor_arg(OP, args, 0, "out")?;
+    let out = output_arg(OP, args, 0, "out")?;
     let index = tensor_arg(OP, args, 1, "index")?;
     let weight = tensor_arg(OP, args, 2, "weight")?;
     weight.expect_float()?;

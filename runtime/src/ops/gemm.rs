@@ -9,7 +9,7 @@ use anyffi::{AnyView, Error, Result};
 use half::{bf16, f16};
 
 use super::plan_cache::{with_scratch, Key, Lru};
-use super::{expect_args, float_arg, target, tensor_arg, DType, Target, TensorArg};
+use super::{expect_args, float_arg, output_arg, target, tensor_arg, DType, Target, TensorArg};
 use crate::kernels::cpu::gemm::{gemm_bf16, gemm_f16, gemm_f32, gemm_half_workspace, Mat};
 use crate::kernels::cuda;
 
@@ -39,7 +39,7 @@ thread_local! {
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["c", "a", "b", "alpha", "beta"])?;
-    let c = tensor_arg(OP, args, 0, "c")?;
+    let c = output_arg(OP, args, 0, "c")?;
     let a = tensor_arg(OP, args, 1, "a")?;
     let b = tensor_arg(OP, args, 2, "b")?;
     let alpha = float_arg(OP, args, 3, "alpha")?;

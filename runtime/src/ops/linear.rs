@@ -10,7 +10,9 @@ use anyffi::{AnyView, Error, Result};
 use half::{bf16, f16};
 
 use super::plan_cache::{with_scratch, Key, Lru};
-use super::{expect_args, optional_tensor_arg, target, tensor_arg, DType, Target, TensorArg};
+use super::{
+    expect_args, optional_tensor_arg, output_arg, target, tensor_arg, DType, Target, TensorArg,
+};
 use crate::kernels::cpu::gemm::{gemm_f32, narrow_2d, widen_2d, Mat};
 use crate::kernels::cpu::simd::Elem;
 use crate::kernels::cpu::{gemv, sgemm_dot, sgemm_nt};
@@ -58,7 +60,7 @@ thread_local! {
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["out", "in", "weight", "bias"])?;
-    let out = tensor_arg(OP, args, 0, "out")?;
+    let out = output_arg(OP, args, 0, "out")?;
     let inp = tensor_arg(OP, args, 1, "in")?;
     let w = tensor_arg(OP, args, 2, "weight")?;
     let bias = optional_tensor_arg(OP, args, 3, "bias")?;

@@ -425,6 +425,33 @@ pub(crate) fn expect_args(op: &str, args: &[AnyView<'_>], names: &[&str]) -> Res
     Ok(())
 }
 
+/// Parses output argument `idx` as a tensor, refusing one with a zero stride on a dimension
+/// of size > 1 (as PyTorch and `runtime.copy_` do): some of its elements would be written more
+/// than once, by different threads.
+pub(crate) fn output_arg<'a>(
+    op: &'static str,
+    args: &'a [AnyView<'a>],
+    idx: usize,
+    name: &'static str,
+) -> Result<TensorArg<'a>> {
+    let t = tensor_arg(op, args, idx, name)?;
+    let empty = t.shape.contains(&0); // nothing is written
+    if !empty
+        && t.shape
+            .iter()
+            .zip(t.strides())
+            .any(|(&n, &s)| n > 1 && s == 0)
+    {
+        return Err(Error::value_error(format!(
+            "{op}: output `{name}` has a zero stride on a dimension of size > 1 (shape {}, \
+             strides {}): some elements would be written more than once",
+            tuple(t.shape),
+            tuple(t.strides())
+        )));
+    }
+    Ok(t)
+}
+
 /// Parses argument `idx` as a tensor (an `ffi.Tensor` or a `DLTensor*`).
 pub(crate) fn tensor_arg<'a>(
     op: &'static str,

@@ -3,7 +3,7 @@
 
 use anyffi::{AnyView, Error, Result};
 
-use super::{expect_args, target, tensor_arg, Target};
+use super::{expect_args, output_arg, target, tensor_arg, Target};
 use crate::kernels::cpu::{misc as k, Strided};
 use crate::kernels::cuda;
 
@@ -11,7 +11,7 @@ const OP: &str = "ops.rearrange";
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["out", "in"])?;
-    let out = tensor_arg(OP, args, 0, "out")?;
+    let out = output_arg(OP, args, 0, "out")?;
     let inp = tensor_arg(OP, args, 1, "in")?;
     inp.expect_same_dtype(&out)?;
     inp.expect_same_shape(&out)?;

@@ -5,7 +5,7 @@
 
 use anyffi::{AnyView, Error, Result};
 
-use super::{expect_args, float_arg, target, tensor_arg, DType, Target};
+use super::{expect_args, float_arg, output_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::{norm as k, Strided};
 use crate::kernels::cuda;
 
@@ -13,7 +13,7 @@ const OP: &str = "ops.rms_norm";
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["out", "in", "weight", "eps"])?;
-    let out = tensor_arg(OP, args, 0, "out")?;
+    let out = output_arg(OP, args, 0, "out")?;
     let inp = tensor_arg(OP, args, 1, "in")?;
     let w = tensor_arg(OP, args, 2, "weight")?;
     let eps = float_arg(OP, args, 3, "eps")? as f32;

@@ -4,7 +4,7 @@
 
 use anyffi::{AnyView, Error, Result};
 
-use super::{expect_args, float_arg, target, tensor_arg, DType, Target};
+use super::{expect_args, float_arg, output_arg, target, tensor_arg, DType, Target};
 use crate::kernels::cpu::attention::{self as k, AttnDims};
 use crate::kernels::cuda;
 
@@ -12,7 +12,7 @@ const OP: &str = "ops.self_attention";
 
 pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     expect_args(OP, args, &["attn_val", "q", "k", "v", "scale"])?;
-    let out = tensor_arg(OP, args, 0, "attn_val")?;
+    let out = output_arg(OP, args, 0, "attn_val")?;
     let q = tensor_arg(OP, args, 1, "q")?;
     let kk = tensor_arg(OP, args, 2, "k")?;
     let v = tensor_arg(OP, args, 3, "v")?;
