@@ -239,14 +239,7 @@ static int reent_alloc(DLTensor* proto, DLManagedTensorVersioned** out, void* ct
 }
 CASE(envalloc_reentrant_allocator) {
   int64_t shape[1] = {4};
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.device.device_type = kDLCPU;
-  p.ndim = 1;
-  p.shape = shape;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl(NULL, 1, shape, kDLFloat, 32);
   TVMFFIEnvSetDLPackManagedTensorAllocator(reent_alloc, 0, NULL);
   void* out = NULL;
   int rc = TVMFFIEnvTensorAlloc(&p, &out);
@@ -395,16 +388,9 @@ static void* mk_src2(void) {
   return t;
 }
 static void viewS(const char* what, void* src, int ndim, int64_t* shape, int64_t* strides) {
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = src ? ((DLTensor*)((char*)src + sizeof(TVMFFIObject)))->data : NULL;
-  p.device.device_type = kDLCPU;
-  p.ndim = ndim;
-  p.shape = shape;
+  void* data = src ? ((DLTensor*)((char*)src + sizeof(TVMFFIObject)))->data : NULL;
+  DLTensor p = cpu_dl(data, ndim, shape, kDLFloat, 32);
   p.strides = strides;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
   void* v = (void*)0x1;
   int rc = TVMFFITensorCreateUnsafeView(src, &p, &v);
   pr_rc(what, rc);
@@ -462,16 +448,9 @@ CASE(viewS_shape_null_strides_set) {
 CASE(viewS_of_view_chain) {
   void* src = mk_src2();
   int64_t shape[2] = {4, 8}, strides[2] = {8, 1};
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = ((DLTensor*)((char*)src + sizeof(TVMFFIObject)))->data;
-  p.device.device_type = kDLCPU;
-  p.ndim = 2;
-  p.shape = shape;
+  void* data = ((DLTensor*)((char*)src + sizeof(TVMFFIObject)))->data;
+  DLTensor p = cpu_dl(data, 2, shape, kDLFloat, 32);
   p.strides = strides;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
   void* v1 = NULL;
   void* v2 = NULL;
   TVMFFITensorCreateUnsafeView(src, &p, &v1);

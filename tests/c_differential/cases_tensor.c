@@ -476,38 +476,17 @@ static void view_case(const char* what, DLTensor* proto) {
   P("deleter=%d", g_del_legacy);
 }
 CASE(view_ndim0) {
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = g_buf;
-  p.device.device_type = kDLCPU;
-  p.dtype.code = kDLInt;
-  p.dtype.bits = 8;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl(g_buf, 0, NULL, kDLInt, 8);
   view_case("ndim0", &p);
 }
 CASE(view_strides_null) {
   int64_t shape[3] = {2, 0, 5};
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = (char*)g_buf + 3;
-  p.device.device_type = kDLCPU;
-  p.ndim = 3;
-  p.shape = shape;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 16;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl((char*)g_buf + 3, 3, shape, kDLFloat, 16);
   p.byte_offset = 5;
   view_case("strides NULL", &p);
 }
 CASE(view_ndim_negative) {
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = g_buf;
-  p.device.device_type = kDLCPU;
-  p.ndim = -2;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl(g_buf, -2, NULL, kDLFloat, 32);
   view_case("ndim -2", &p);
 }
 CASE(view_odd_dtype_device) {
@@ -528,15 +507,7 @@ CASE(view_odd_dtype_device) {
 CASE(view_source_not_tensor) {
   void* s = make_str_obj("string as a view source, not a tensor");
   int64_t shape[1] = {4};
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = g_buf;
-  p.device.device_type = kDLCPU;
-  p.ndim = 1;
-  p.shape = shape;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl(g_buf, 1, shape, kDLFloat, 32);
   void* v = NULL;
   int rc = TVMFFITensorCreateUnsafeView(s, &p, &v);
   pr_rc("view of Str", rc);
@@ -548,15 +519,7 @@ CASE(view_source_not_tensor) {
 }
 CASE(view_source_null) {
   int64_t shape[1] = {4};
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = g_buf;
-  p.device.device_type = kDLCPU;
-  p.ndim = 1;
-  p.shape = shape;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl(g_buf, 1, shape, kDLFloat, 32);
   void* v = NULL;
   int rc = TVMFFITensorCreateUnsafeView(NULL, &p, &v);
   pr_rc("view of NULL", rc);
@@ -572,14 +535,7 @@ CASE(view_prototype_null) {
   TVMFFIObjectDecRef(src);
 }
 CASE(view_ndim_positive_shape_null) {
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.data = g_buf;
-  p.device.device_type = kDLCPU;
-  p.ndim = 2;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
+  DLTensor p = cpu_dl(g_buf, 2, NULL, kDLFloat, 32);
   view_case("ndim 2 shape NULL", &p);
 }
 
@@ -646,17 +602,9 @@ static void env_alloc_case(int mode, DLTensor* proto, int set) {
   }
 }
 static DLTensor proto2(int64_t* shape) {
-  DLTensor p;
-  memset(&p, 0, sizeof(p));
-  p.device.device_type = kDLCPU;
-  p.ndim = 2;
   shape[0] = 2;
   shape[1] = 3;
-  p.shape = shape;
-  p.dtype.code = kDLFloat;
-  p.dtype.bits = 32;
-  p.dtype.lanes = 1;
-  return p;
+  return cpu_dl(NULL, 2, shape, kDLFloat, 32);
 }
 CASE(envalloc_default_allocator_state) {
   DLPackManagedTensorAllocator a = TVMFFIEnvGetDLPackManagedTensorAllocator();

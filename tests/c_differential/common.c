@@ -381,3 +381,16 @@ int main(int argc, char** argv) {
   fprintf(stderr, "usage: %s list | run NAME | forkeach SECS NAME...\n", argv[0]);
   return 2;
 }
+
+DLTensor cpu_dl(void* data, int32_t ndim, int64_t* shape, uint8_t code, uint8_t bits) {
+  DLTensor t;
+  memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.shape = shape;
+  t.dtype.code = code;
+  t.dtype.bits = bits;
+  t.dtype.lanes = 1;
+  return t;
+}

@@ -59,5 +59,7 @@ int call(void* f, TVMFFIAny* args, int n, TVMFFIAny* rv);
 uint32_t strong_count(void* o);
 void* make_str_obj(const char* s); /* heap ffi.String object (callers pass > 7 bytes) */
 uint64_t fnv(const void* d, size_t n);
+/* a zeroed CPU DLTensor with one lane of (code, bits); strides NULL, byte_offset 0 */
+DLTensor cpu_dl(void* data, int32_t ndim, int64_t* shape, uint8_t code, uint8_t bits);
 
 #endif
