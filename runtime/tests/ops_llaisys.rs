@@ -401,10 +401,20 @@ fn attn_ref(
     out
 }
 
-fn check_attention(rng: &mut Rng, dt: Dt, l: usize, s: usize, h: usize, hk: usize, d: usize) {
-    let (q, qv) = rand_tensor(rng, &[l as i64, h as i64, d as i64], dt, 1.0, 0.0);
-    let (k, kv) = rand_tensor(rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
-    let (v, vv) = rand_tensor(rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+/// Runs ops.self_attention on `q`, `k`, `v` (`[l, h, d]`, `[s, hk, d]`, `[s, hk, d]`, stored
+/// values `qv`, `kv`, `vv`) with scale 1/sqrt(d); returns (result, f64 reference).
+#[allow(clippy::too_many_arguments)]
+fn attention_and_ref(
+    dt: Dt,
+    (q, qv): (&HostTensor, &[f64]),
+    (k, kv): (&HostTensor, &[f64]),
+    (v, vv): (&HostTensor, &[f64]),
+    l: usize,
+    s: usize,
+    h: usize,
+    hk: usize,
+    d: usize,
+) -> (Vec<f64>, Vec<f64>) {
     let out = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
     let scale = 1.0 / (d as f64).sqrt();
     call(
@@ -418,11 +428,18 @@ fn check_attention(rng: &mut Rng, dt: Dt, l: usize, s: usize, h: usize, hk: usiz
         ],
     )
     .unwrap();
-    let want = attn_ref(&qv, &kv, &vv, l, s, h, hk, d, d, scale);
+    (out.get(), attn_ref(qv, kv, vv, l, s, h, hk, d, d, scale))
+}
+
+fn check_attention(rng: &mut Rng, dt: Dt, l: usize, s: usize, h: usize, hk: usize, d: usize) {
+    let (q, qv) = rand_tensor(rng, &[l as i64, h as i64, d as i64], dt, 1.0, 0.0);
+    let (k, kv) = rand_tensor(rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+    let (v, vv) = rand_tensor(rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+    let (got, want) = attention_and_ref(dt, (&q, &qv), (&k, &kv), (&v, &vv), l, s, h, hk, d);
     let tol = dt.tol();
     assert_close(
         &format!("attention {dt:?} l={l} s={s} h={h} hk={hk} d={d}"),
-        &out.get(),
+        &got,
         &want,
         tol,
         tol,
@@ -487,24 +504,12 @@ fn self_attention_minus_inf_scores_weigh_nothing() {
             }
             k.set(&kv);
             let (v, vv) = rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
-            let out = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
-            let scale = 1.0 / (d as f64).sqrt();
-            call(
-                "ops.self_attention",
-                &[
-                    out.view(),
-                    q.view(),
-                    k.view(),
-                    v.view(),
-                    AnyView::from(scale),
-                ],
-            )
-            .unwrap();
-            let want = attn_ref(&qv, &kv, &vv, l, s, h, hk, d, d, scale);
+            let (got, want) =
+                attention_and_ref(dt, (&q, &qv), (&k, &kv), (&v, &vv), l, s, h, hk, d);
             assert!(want.iter().all(|x| x.is_finite()));
             assert_close(
                 &format!("attention {dt:?} l={l} s={s} -inf keys {neg:?}"),
-                &out.get(),
+                &got,
                 &want,
                 dt.tol(),
                 dt.tol(),
