@@ -50,14 +50,10 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     key.tensor(&b);
     key.scalar(alpha);
     key.scalar(beta);
-    // while the thread's storage is torn down (a destructor calling in) there is no cache
-    let plan = CACHE
-        .try_with(|cache| {
-            cache
-                .borrow_mut()
-                .get_or_plan(&key, || plan(&c, &a, &b, alpha as f32, beta as f32))
-        })
-        .unwrap_or_else(|_| plan(&c, &a, &b, alpha as f32, beta as f32))?;
+    // a throwaway cache while the thread's storage is torn down (a destructor calling in)
+    let plan = crate::kernels::with_thread_local(&CACHE, |cache| {
+        cache.get_or_plan(&key, || plan(&c, &a, &b, alpha as f32, beta as f32))
+    })?;
     c.expect_no_overlap(&a)?;
     c.expect_no_overlap(&b)?;
     if let Some(dev) = plan.cuda {

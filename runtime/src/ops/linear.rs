@@ -72,13 +72,10 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
         Some(b) => key.tensor(b),
         None => key.none(),
     }
-    // while the thread's storage is torn down (a destructor calling in) there is no cache
-    let plan = CACHE
-        .try_with(|c| {
-            c.borrow_mut()
-                .get_or_plan(&key, || plan(&out, &inp, &w, bias.as_ref()))
-        })
-        .unwrap_or_else(|_| plan(&out, &inp, &w, bias.as_ref()))?;
+    // a throwaway cache while the thread's storage is torn down (a destructor calling in)
+    let plan = crate::kernels::with_thread_local(&CACHE, |c| {
+        c.get_or_plan(&key, || plan(&out, &inp, &w, bias.as_ref()))
+    })?;
     out.expect_no_overlap(&inp)?;
     out.expect_no_overlap(&w)?;
     if let Some(b) = &bias {

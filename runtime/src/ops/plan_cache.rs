@@ -187,28 +187,12 @@ thread_local! {
 /// Runs `f` with this thread's f32 scratch buffer of at least `n` elements (contents
 /// unspecified). Re-entrant calls get a fresh buffer.
 pub(crate) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    // None: in use (a re-entrant call) or gone (the thread's storage is being torn down)
-    let mut buf = SCRATCH
-        .try_with(|s| s.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)).ok())
-        .ok()
-        .flatten();
-    let mut local = Vec::new();
-    let v = match buf.as_mut() {
-        Some(v) => v,
-        None => &mut local,
-    };
-    if v.len() < n {
-        v.resize(n, 0.0);
-    }
-    let r = f(&mut v[..n]);
-    if let Some(v) = buf {
-        let _ = SCRATCH.try_with(|s| {
-            if let Ok(mut b) = s.try_borrow_mut() {
-                *b = v;
-            }
-        });
-    }
-    r
+    crate::kernels::with_thread_local(&SCRATCH, |v| {
+        if v.len() < n {
+            v.resize(n, 0.0);
+        }
+        f(&mut v[..n])
+    })
 }
 
 #[cfg(test)]

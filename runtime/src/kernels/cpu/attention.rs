@@ -1062,23 +1062,13 @@ const KEEP_SCRATCH: usize = 1 << 20;
 /// Calls `f` with this thread's scratch buffers (fresh ones if they are in use, or gone while
 /// the thread's storage is torn down).
 fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>) -> R) -> R {
-    let mut f = Some(f);
-    let kept = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
-        Ok(mut kept) => {
-            let (s, l) = &mut *kept;
-            let r = (f.take().expect("called once"))(s, l);
-            if s.len() > KEEP_SCRATCH {
-                *s = Vec::new();
-            }
-            Some(r)
+    crate::kernels::with_thread_local(&SCRATCH, |(s, l)| {
+        let r = f(s, l);
+        if s.len() > KEEP_SCRATCH {
+            *s = Vec::new();
         }
-        Err(_) => None,
-    });
-    match (kept, f) {
-        (Ok(Some(r)), _) => r,
-        (_, Some(f)) => f(&mut Vec::new(), &mut Vec::new()),
-        (_, None) => unreachable!("f ran but returned nothing"),
-    }
+        r
+    })
 }
 
 /// Whether `item_body` scores keys of size `d` with `scores_bf16_dp` (bf16 with AVX512_BF16).

@@ -18,26 +18,16 @@ thread_local! {
 /// `powf(theta, 2j/d)` for j in 0..d/2, all in f32 (cached per thread for the last (theta, d)).
 /// Computed afresh while the thread's storage is torn down (a destructor calling in).
 pub fn with_denominators<R>(theta: f32, d: usize, f: impl FnOnce(&[f32]) -> R) -> R {
-    let compute = || -> Vec<f32> {
-        (0..d / 2)
-            .map(|j| theta.powf((2 * j) as f32 / d as f32))
-            .collect()
-    };
-    let mut f = Some(f);
-    let cached = DENOMS.try_with(|c| {
-        let mut c = c.try_borrow_mut().ok()?;
+    crate::kernels::with_thread_local(&DENOMS, |c| {
         if c.0 != theta.to_bits() || c.1 != d || c.2.len() != d / 2 {
-            c.2 = compute();
+            c.2 = (0..d / 2)
+                .map(|j| theta.powf((2 * j) as f32 / d as f32))
+                .collect();
             c.0 = theta.to_bits();
             c.1 = d;
         }
-        Some((f.take().expect("called once"))(&c.2))
-    });
-    match (cached, f) {
-        (Ok(Some(r)), _) => r,
-        (_, Some(f)) => f(&compute()),
-        (_, None) => unreachable!("f ran but returned nothing"),
-    }
+        f(&c.2)
+    })
 }
 
 /// Largest angle (radians) the SIMD `sin_cos` reduces exactly (its quotient by pi/2 must stay

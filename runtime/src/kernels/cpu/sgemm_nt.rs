@@ -401,16 +401,8 @@ unsafe fn packed_block(
     beta: f32,
 ) {
     let mpan = m.div_ceil(PMR);
-    // this thread's packing buffers, taken for the call and put back after (fresh ones while
-    // the thread's storage is torn down)
-    let (mut bbuf, mut abuf) = PACK
-        .try_with(|cell| {
-            cell.try_borrow_mut()
-                .map(|mut g| std::mem::take(&mut *g))
-                .unwrap_or_default()
-        })
-        .unwrap_or_default();
-    {
+    // this thread's packing buffers (fresh ones while the thread's storage is torn down)
+    crate::kernels::with_thread_local(&PACK, |(bbuf, abuf)| {
         if bbuf.len() < PNB * PKC {
             bbuf.resize(PNB * PKC, 0.0);
         }
@@ -508,11 +500,6 @@ unsafe fn packed_block(
             if k0 >= k {
                 break;
             }
-        }
-    }
-    let _ = PACK.try_with(|cell| {
-        if let Ok(mut g) = cell.try_borrow_mut() {
-            *g = (bbuf, abuf);
         }
     });
 }
