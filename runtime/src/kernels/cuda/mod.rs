@@ -553,6 +553,24 @@ fn attn_blocks_per_sm() -> i64 {
     })
 }
 
+/// Attribute `attr` of device ordinal `dev` (the driver initialised: a context was bound).
+pub(crate) fn device_attribute(dev: i32, attr: cu::CUdevice_attribute) -> Result<i32> {
+    let (mut d, mut v): (cu::CUdevice, i32) = (0, 0);
+    // SAFETY: plain queries with valid out-parameters.
+    let rc = unsafe {
+        match cu::cuDeviceGet(&mut d, dev) {
+            cu::CUresult::CUDA_SUCCESS => cu::cuDeviceGetAttribute(&mut v, attr, d),
+            rc => rc,
+        }
+    };
+    if rc != cu::CUresult::CUDA_SUCCESS {
+        return Err(Error::runtime_error(format!(
+            "reading {attr:?} of cuda:{dev} failed: {rc:?}"
+        )));
+    }
+    Ok(v)
+}
+
 /// The multiprocessor count of device `dev` (cached; 1 when it cannot be read).
 fn sm_count(dev: i32) -> i32 {
     use std::sync::atomic::{AtomicI32, Ordering};
@@ -561,18 +579,11 @@ fn sm_count(dev: i32) -> i32 {
     if let Some(n) = slot.map(|c| c.load(Ordering::Relaxed)).filter(|&n| n > 0) {
         return n;
     }
-    let mut d: cu::CUdevice = 0;
-    let mut n = 0;
-    // SAFETY: plain queries of a device ordinal the caller's context already bound.
-    let ok = unsafe {
-        cu::cuDeviceGet(&mut d, dev) == cu::CUresult::CUDA_SUCCESS
-            && cu::cuDeviceGetAttribute(
-                &mut n,
-                cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                d,
-            ) == cu::CUresult::CUDA_SUCCESS
-    };
-    let n = if ok && n > 0 { n } else { 1 };
+    let n = device_attribute(
+        dev,
+        cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    )
+    .map_or(1, |n| n.max(1));
     if let Some(c) = slot {
         c.store(n, Ordering::Relaxed);
     }

@@ -253,28 +253,9 @@ pub fn function(dev: i32, name: &'static str) -> Result<cu::CUfunction> {
     let mut modules = MODULES.lock();
     if let std::collections::hash_map::Entry::Vacant(slot) = modules.entry(dev) {
         available()?;
-        let (mut major, mut minor) = (0, 0);
-        let mut device: cu::CUdevice = 0;
-        // SAFETY: the driver is initialised (the caller bound a context); valid out-parameters.
-        unsafe {
-            cu_check(cu::cuDeviceGet(&mut device, dev), "cuDeviceGet")?;
-            cu_check(
-                cu::cuDeviceGetAttribute(
-                    &mut major,
-                    cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                    device,
-                ),
-                "cuDeviceGetAttribute",
-            )?;
-            cu_check(
-                cu::cuDeviceGetAttribute(
-                    &mut minor,
-                    cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                    device,
-                ),
-                "cuDeviceGetAttribute",
-            )?;
-        }
+        let attr = |a| super::device_attribute(dev, a);
+        let major = attr(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
         let image = image_for(major * 10 + minor)?;
         let mut module: cu::CUmodule = std::ptr::null_mut();
         cu_check(
