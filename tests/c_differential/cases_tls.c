@@ -7,6 +7,12 @@
 #include <unistd.h>
 
 /* ---------------- pre-filled result / out slots holding a live object ---------------- */
+/* prints the count of the caller's object, then drops every reference left to it */
+static void report_and_free(void* mine) {
+  P("caller object strong=%u", strong_count(mine));
+  while (strong_count(mine) > 1) TVMFFIObjectDecRef(mine);
+  TVMFFIObjectDecRef(mine);
+}
 CASE(result_slot_prefilled_object_builtin) {
   void* mine = make_str_obj("object owned by the caller, left in the result slot");
   TVMFFIObjectIncRef(mine); /* one ref for us, one "in" the slot */
@@ -17,9 +23,7 @@ CASE(result_slot_prefilled_object_builtin) {
   P("caller object strong=%u", strong_count(mine));
   pr_any_release("rv", &rv);
   TVMFFIObjectDecRef(f);
-  P("caller object strong=%u", strong_count(mine));
-  while (strong_count(mine) > 1) TVMFFIObjectDecRef(mine);
-  TVMFFIObjectDecRef(mine);
+  report_and_free(mine);
 }
 CASE(result_slot_prefilled_object_builtin_error) {
   void* mine = make_str_obj("object owned by the caller, left in the result slot");
@@ -29,9 +33,7 @@ CASE(result_slot_prefilled_object_builtin_error) {
   TVMFFIAny args[1] = {a_int(5)};
   pr_rc("call (TypeError)", TVMFFIFunctionCall(f, args, 1, &rv));
   P("rv.type=%d same=%d", rv.type_index, rv.v_obj == (TVMFFIObject*)mine);
-  P("caller object strong=%u", strong_count(mine));
-  while (strong_count(mine) > 1) TVMFFIObjectDecRef(mine);
-  TVMFFIObjectDecRef(mine);
+  report_and_free(mine);
 }
 CASE(out_prefilled_object_a2o) {
   void* mine = make_str_obj("object owned by the caller, left in the out slot");
@@ -39,9 +41,7 @@ CASE(out_prefilled_object_a2o) {
   TVMFFIAny out = a_obj(mine);
   TVMFFIAny v = a_int(3);
   pr_rc("a2o", TVMFFIAnyViewToOwnedAny(&v, &out));
-  P("caller object strong=%u", strong_count(mine));
-  while (strong_count(mine) > 1) TVMFFIObjectDecRef(mine);
-  TVMFFIObjectDecRef(mine);
+  report_and_free(mine);
 }
 CASE(out_prefilled_object_string_from) {
   void* mine = make_str_obj("object owned by the caller, left in the out slot");
@@ -49,9 +49,7 @@ CASE(out_prefilled_object_string_from) {
   TVMFFIAny out = a_obj(mine);
   TVMFFIByteArray b = ba("new");
   pr_rc("string", TVMFFIStringFromByteArray(&b, &out));
-  P("caller object strong=%u", strong_count(mine));
-  while (strong_count(mine) > 1) TVMFFIObjectDecRef(mine);
-  TVMFFIObjectDecRef(mine);
+  report_and_free(mine);
 }
 static int sc_result_then_fail(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
   (void)self;
