@@ -314,7 +314,11 @@ impl ObjectRef<TensorObj> {
         build(dl, Owner::Rust(owner), true)
     }
 
-    /// A view of `self` with other metadata (same storage, kept alive by the view).
+    /// A view of `self` with other metadata (same storage, kept alive by the view). A view of a
+    /// view holds what the first view holds, not the view itself (shape and strides are copied
+    /// into the new object), so `x = view_of(x)` in a loop keeps no chain of intermediate views
+    /// alive and releasing the last view does not recurse once per link (which overflowed the
+    /// stack after ~10^5 links).
     pub fn view_with(
         &self,
         data: *mut c_void,
@@ -322,6 +326,10 @@ impl ObjectRef<TensorObj> {
         strides: &[i64],
         byte_offset: u64,
     ) -> Tensor {
+        let source = match &self.owner {
+            Owner::Source(s) => s.clone(),
+            _ => self.clone().upcast(),
+        };
         let dl = DLTensor {
             data,
             device: self.dl_tensor.device,
@@ -331,7 +339,7 @@ impl ObjectRef<TensorObj> {
             strides: strides.as_ptr() as *mut i64,
             byte_offset,
         };
-        build(dl, Owner::Source(self.clone().upcast()), true)
+        build(dl, Owner::Source(source), true)
     }
 
     /// `TVMFFITensorToDLPack`: a new managed tensor that holds a reference to `self`.

@@ -235,6 +235,22 @@ fn borrowed_dltensor_arguments() {
         .unwrap();
     assert!(!c.same_as(&src));
     assert_eq!(read_i64(&c), (0..6).collect::<Vec<_>>());
+    // A non-empty DLTensor without memory is a ValueError, not a crash.
+    let mut null_dl = src.dl_tensor;
+    null_dl.data = std::ptr::null_mut();
+    let null_p = &mut null_dl as *mut DLTensor;
+    err(
+        "runtime.copy_",
+        &[AnyView::from(dst_dl), AnyView::from(null_p)],
+        "ValueError",
+        &["runtime.copy_", "`src` has NULL data"],
+    );
+    err(
+        "runtime.contiguous",
+        &[AnyView::from(null_p)],
+        "ValueError",
+        &["runtime.contiguous", "`t` has NULL data"],
+    );
     // Functions that return views need the object that owns the storage.
     let s = shape(&[6]);
     err(
@@ -601,4 +617,26 @@ fn shapes_as_arrays_of_ints() {
         "TypeError",
         &["`shape`", "element 1", "float"],
     );
+}
+
+#[test]
+fn long_view_chains_release_without_recursion() {
+    // `x = x[1:]` in a loop: each view used to keep the previous one alive, and releasing the
+    // last one recursed once per link (a stack overflow after ~5e4 links on a 1 MiB stack).
+    std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(|| {
+            let n = 100_000i64;
+            let base = empty(&[n + 1], i64_dtype(), cpu());
+            let mut x = slice(&base, 0, 0, n + 1);
+            for i in 0..n {
+                x = slice(&x, 0, 1, n + 1 - i);
+            }
+            assert_eq!(x.shape(), &[1]);
+            drop(base);
+            drop(x);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
 }

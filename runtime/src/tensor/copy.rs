@@ -85,6 +85,12 @@ unsafe fn side<'a>(dl: *const DLTensor, what: &str) -> Result<Side<'a>> {
             "{what}: negative dimension {d} in shape {shape:?}"
         )));
     }
+    if t.data.is_null() && !shape.contains(&0) {
+        // a non-empty tensor (0-d included) must have memory (the ops refuse it the same way)
+        return Err(Error::value_error(format!(
+            "`{what}` has NULL data (shape {shape:?})"
+        )));
+    }
     let strides = if n == 0 || t.strides.is_null() {
         compact_strides(shape)
     } else {
@@ -99,6 +105,50 @@ unsafe fn side<'a>(dl: *const DLTensor, what: &str) -> Result<Side<'a>> {
         shape,
         strides,
     })
+}
+
+/// Reads `buf.len()` bytes at `at` from memory on `device` (`host`: directly).
+///
+/// # Safety
+/// `at` must be valid for `buf.len()` bytes on that side.
+unsafe fn read_bytes(device: DLDevice, host: bool, at: *const u8, buf: &mut [u8]) -> Result<()> {
+    if host {
+        // SAFETY: per the caller; `buf` is a separate host buffer.
+        unsafe { std::ptr::copy(at, buf.as_mut_ptr(), buf.len()) };
+        return Ok(());
+    }
+    // SAFETY: per the caller, device memory of `buf.len()` bytes into a host buffer as large.
+    unsafe {
+        resolve(device)?.memcpy_sync(
+            device.device_id,
+            buf.as_mut_ptr() as *mut c_void,
+            at as *const c_void,
+            buf.len(),
+            MemcpyKind::D2H,
+        )
+    }
+}
+
+/// Writes `buf` to `at` in memory on `device` (`host`: directly).
+///
+/// # Safety
+/// `at` must be valid for `buf.len()` bytes on that side.
+unsafe fn write_bytes(device: DLDevice, host: bool, at: *mut u8, buf: &[u8]) -> Result<()> {
+    if host {
+        // SAFETY: per the caller; `buf` is a separate host buffer.
+        unsafe { std::ptr::copy(buf.as_ptr(), at, buf.len()) };
+        return Ok(());
+    }
+    // SAFETY: per the caller, a host buffer into device memory of the same size.
+    unsafe {
+        resolve(device)?.memcpy_sync(
+            device.device_id,
+            at as *mut c_void,
+            buf.as_ptr() as *const c_void,
+            buf.len(),
+            MemcpyKind::H2D,
+        )
+    }
 }
 
 /// Copies `shape` elements of `elem` bytes between two host layouts.
@@ -255,6 +305,28 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
     // Check both devices exist before touching memory.
     resolve(dst.device)?;
     resolve(src.device)?;
+    if elem == 0 {
+        // A sub-byte dtype (both sides compact, checked above): `host_copy` moves whole
+        // elements of `elem` bytes, i.e. nothing. Read the source's bytes first (so overlapping
+        // views of one storage come out as numpy's copyto), then write whole bytes; the last
+        // byte, when the elements end inside it, keeps dst's bits past the last element
+        // (DLPack packs sub-byte elements little bit-endian), since a view of a larger tensor
+        // may end mid-byte and the next element lives there.
+        let numel: i64 = dst.shape.iter().product();
+        let tail_bits = (numel as u128 * bits as u128 % 8) as u32;
+        let mut buf = vec![0u8; nbytes];
+        // SAFETY: both sides are compact and valid for `nbytes` bytes (caller's contract).
+        unsafe {
+            read_bytes(src.device, s_host, src.base, &mut buf)?;
+            if tail_bits != 0 {
+                let mut last = [0u8];
+                read_bytes(dst.device, d_host, dst.base.add(nbytes - 1), &mut last)?;
+                let keep = !((1u8 << tail_bits) - 1);
+                buf[nbytes - 1] = (buf[nbytes - 1] & !keep) | (last[0] & keep);
+            }
+            return write_bytes(dst.device, d_host, dst.base, &buf);
+        }
+    }
     let same_device = dst.device.device_type == src.device.device_type
         && dst.device.device_id == src.device.device_id;
     if same_device && overlap(&dst, &src, bits) {
@@ -268,32 +340,27 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
         }
         // Overlapping host layouts (a tensor into its own transpose, a shifted view): read the
         // whole source first, as numpy's copyto does, so the result never depends on the order
-        // of the element copies. (Sub-byte dtypes only get here compact, with elem 0: nbytes.)
+        // of the element copies. (Sub-byte dtypes never get here: handled above.)
         let mut tmp = vec![0u8; nbytes];
         let compact = compact_strides(src.shape);
         // SAFETY: the source layout is valid host memory (caller); `tmp` holds it compactly.
         unsafe {
-            if elem == 0 {
-                std::ptr::copy(src.base as *const u8, tmp.as_mut_ptr(), nbytes);
-                std::ptr::copy(tmp.as_ptr(), dst.base, nbytes);
-            } else {
-                host_copy(
-                    tmp.as_mut_ptr(),
-                    &compact,
-                    src.base,
-                    &src.strides,
-                    src.shape,
-                    elem,
-                );
-                host_copy(
-                    dst.base,
-                    &dst.strides,
-                    tmp.as_ptr(),
-                    &compact,
-                    dst.shape,
-                    elem,
-                );
-            }
+            host_copy(
+                tmp.as_mut_ptr(),
+                &compact,
+                src.base,
+                &src.strides,
+                src.shape,
+                elem,
+            );
+            host_copy(
+                dst.base,
+                &dst.strides,
+                tmp.as_ptr(),
+                &compact,
+                dst.shape,
+                elem,
+            );
         }
         return Ok(());
     }
@@ -402,7 +469,7 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
 /// `src` must be a live DLTensor describing valid memory.
 unsafe fn copy_to_new(src: *const DLTensor, device: DLDevice) -> Result<Tensor> {
     // SAFETY: per the caller.
-    let s = unsafe { side(src, "src")? };
+    let s = unsafe { side(src, "t")? };
     let out = empty(s.shape, s.dtype, device)?;
     // SAFETY: a fresh tensor and the caller's valid source.
     unsafe { copy_dl(&out.dl_tensor, src) }?;
@@ -554,6 +621,52 @@ mod tests {
         let dst = filled(&[3, 3, 8], 0);
         staged(&dst, &inner);
         assert_eq!(values(&dst), all[24..96].to_vec());
+    }
+
+    #[test]
+    fn sub_byte_copies_keep_the_bits_past_dst() {
+        use crate::tensor::slice;
+        let int4 = DLDataType {
+            code: 0,
+            bits: 4,
+            lanes: 1,
+        };
+        let cpu = DLDevice {
+            device_type: kDLCPU,
+            device_id: 0,
+        };
+        let bytes = |t: &Tensor, n: usize| {
+            // SAFETY: a live CPU tensor of at least n bytes.
+            unsafe { std::slice::from_raw_parts(t.dl_tensor.data as *const u8, n) }.to_vec()
+        };
+        let set = |t: &Tensor, b: &[u8]| {
+            // SAFETY: a live CPU tensor of at least b.len() bytes.
+            unsafe { std::ptr::copy(b.as_ptr(), t.dl_tensor.data as *mut u8, b.len()) }
+        };
+        for as_device in [false, true] {
+            let big = empty(&[8], int4, cpu).unwrap();
+            let src = empty(&[3], int4, cpu).unwrap();
+            set(&big, &[0x10, 0x32, 0x54, 0x76]); // elements 0..7
+            set(&src, &[0xBA, 0xFC]); // 10, 11, 12 (and 15 in the padding)
+            let dst = slice(&big, 0, 0, 3).unwrap();
+            // SAFETY: two live CPU tensors.
+            unsafe { copy_impl(&dst.dl_tensor, &src.dl_tensor, as_device) }.unwrap();
+            assert_eq!(
+                bytes(&big, 4),
+                [0xBA, 0x3C, 0x54, 0x76],
+                "as_device {as_device}"
+            );
+            // Overlapping views of one storage: big[0:3] = big[2:5].
+            set(&big, &[0x10, 0x32, 0x54, 0x76]);
+            let (d, s) = (slice(&big, 0, 0, 3).unwrap(), slice(&big, 0, 2, 5).unwrap());
+            // SAFETY: two live CPU views.
+            unsafe { copy_impl(&d.dl_tensor, &s.dl_tensor, as_device) }.unwrap();
+            assert_eq!(
+                bytes(&big, 4),
+                [0x32, 0x34, 0x54, 0x76],
+                "as_device {as_device}"
+            );
+        }
     }
 
     #[test]
