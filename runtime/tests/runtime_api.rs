@@ -120,6 +120,13 @@ fn device_counts() {
         "ValueError",
         &["runtime.device_count", "unknown device type 99"],
     );
+    // not truncated to i32 (2^32 + 1 was read as 1 = cpu)
+    err(
+        "runtime.device_count",
+        &[((1i64 << 32) + 1).into()],
+        "ValueError",
+        &["unknown device type 4294967297"],
+    );
     err(
         "runtime.device_count",
         &[Any::from("cuda").as_view()],
@@ -363,6 +370,58 @@ fn stream_bad_inputs() {
             c.into(),
             AnyView::from(std::ptr::null_mut::<std::ffi::c_void>()),
         ],
+    );
+}
+
+#[test]
+fn cuda_stream_handles_are_checked_before_the_driver() {
+    if cuda_count_or_skip("cuda_stream_handles_are_checked_before_the_driver") == 0 {
+        return;
+    }
+    let d = cuda(0);
+    ok("runtime.set_device", &[d.into()]); // memcpy_async copies on the current device
+                                           // NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, and a stream of ours, reach the driver.
+    for h in [0usize, 1, 2] {
+        ok(
+            "runtime.stream_synchronize",
+            &[d.into(), AnyView::from(h as *mut c_void)],
+        );
+    }
+    let s = ok("runtime.stream_create", &[d.into()]);
+    ok(
+        "runtime.stream_synchronize",
+        &[d.into(), AnyView::from(ptr(&s))],
+    );
+    let mut host = [7u8; 64];
+    let dev = ok(
+        "runtime.malloc_device",
+        &[d.into(), Any::from(64i64).as_view()],
+    );
+    // Made-up handles (small, or not pointer-aligned) are a ValueError, not a crash.
+    for h in [12345usize, 8, 0x1000_0003] {
+        err(
+            "runtime.stream_synchronize",
+            &[d.into(), AnyView::from(h as *mut c_void)],
+            "ValueError",
+            &["runtime.stream_synchronize", "not a CUDA stream handle"],
+        );
+        err(
+            "runtime.memcpy_async",
+            &[
+                AnyView::from(ptr(&dev)),
+                AnyView::from(host.as_mut_ptr() as *mut c_void),
+                Any::from(64i64).as_view(),
+                Any::from(1i64).as_view(),
+                AnyView::from(h as *mut c_void),
+            ],
+            "ValueError",
+            &["runtime.memcpy_async", "not a CUDA stream handle"],
+        );
+    }
+    ok("runtime.free_device", &[d.into(), AnyView::from(ptr(&dev))]);
+    ok(
+        "runtime.stream_destroy",
+        &[d.into(), AnyView::from(ptr(&s))],
     );
 }
 

@@ -38,8 +38,9 @@ pub const MIN_CLASS: usize = 64;
 pub const MAX_CACHED_BLOCK: usize = 256 << 20;
 /// Default bound on the bytes kept in free lists.
 pub const DEFAULT_CACHE_LIMIT: usize = 512 << 20;
-/// Largest request accepted at all (anything above cannot be a valid `Layout`).
-pub const MAX_REQUEST: usize = isize::MAX as usize - ALIGN;
+/// Largest request accepted at all: its block (rounded up to 64 B, and 2 MiB-aligned when it is
+/// huge) must still be a valid `Layout`, i.e. at most `isize::MAX - (HUGE_ALIGN - 1)` bytes.
+pub const MAX_REQUEST: usize = isize::MAX as usize - HUGE_ALIGN;
 
 /// Number of size classes: index 0 is 64 B, then four per power of two up to `MAX_CACHED_BLOCK`.
 const NUM_CLASSES: usize = 1 + 4 * (MAX_CACHED_BLOCK.trailing_zeros() as usize - 6);
@@ -166,7 +167,7 @@ impl CachingAllocator {
     pub fn alloc(&self, nbytes: usize) -> Result<*mut u8> {
         if nbytes > MAX_REQUEST {
             return Err(Error::value_error(format!(
-                "cannot allocate {nbytes} bytes: the size exceeds isize::MAX"
+                "cannot allocate {nbytes} bytes: the size exceeds the largest allocation ({MAX_REQUEST} bytes)"
             )));
         }
         let size = if nbytes > MAX_CACHED_BLOCK {
@@ -374,6 +375,11 @@ mod tests {
         a.free(big).unwrap();
         assert_eq!(a.stats().system_frees, 2, "large blocks are never cached");
         assert_eq!(a.alloc(usize::MAX).unwrap_err().kind(), "ValueError");
+        // Just below isize::MAX: a ValueError, not a panic in `layout` (2 MiB alignment).
+        for n in [isize::MAX as usize - ALIGN, MAX_REQUEST + 1] {
+            assert_eq!(a.alloc(n).unwrap_err().kind(), "ValueError", "{n}");
+        }
+        assert_eq!(a.alloc(MAX_REQUEST).unwrap_err().kind(), "RuntimeError");
     }
 
     #[test]

@@ -94,7 +94,12 @@ pub(crate) fn register() -> Result<()> {
         "device_count(device_type: int) -> int: number of devices of a DLPack device type (0 when its driver is missing)",
         |args| {
             let a = Args::new("runtime.device_count", &["device_type"], args)?;
-            Ok(Any::from(device_count(a.int(0, "device_type")? as i32)? as i64))
+            let t = a.int(0, "device_type")?;
+            // no truncation: 2^32 + 1 is not device type 1
+            let t = i32::try_from(t).map_err(|_| {
+                Error::value_error(format!("unknown device type {t} (supported: 1 = cpu, 2 = cuda)"))
+            })?;
+            Ok(Any::from(device_count(t)? as i64))
         },
     )?;
     def(

@@ -165,6 +165,25 @@ impl CudaRuntime {
 
     /// Removes a tracked allocation of the given kind, returning its device and address;
     /// ValueError if it is not one.
+    /// Refuses stream handles that cannot be streams before they reach the driver, which
+    /// dereferences them (a made-up handle crashed the process): NULL, `CU_STREAM_LEGACY` (1),
+    /// `CU_STREAM_PER_THREAD` (2) and streams of `runtime.stream_create` pass, and so does any
+    /// other aligned address past the first 64 KiB, since a framework's stream (torch's, or one
+    /// set with `TVMFFIEnvSetStream`) cannot be told from a stale one without dereferencing it.
+    fn check_stream(&self, stream: Stream) -> Result<()> {
+        let addr = stream as usize;
+        if addr <= 2 || self.streams.lock().contains_key(&addr) {
+            return Ok(());
+        }
+        if addr < 1 << 16 || addr % std::mem::align_of::<usize>() != 0 {
+            return Err(Error::value_error(format!(
+                "{stream:p} is not a CUDA stream handle (NULL, 1 = legacy, \
+                 2 = per-thread, or a stream of runtime.stream_create or of a framework)"
+            )));
+        }
+        Ok(())
+    }
+
     fn untrack(&self, ptr: *mut c_void, host: bool) -> Result<(i32, usize)> {
         let mut allocs = self.allocations.lock();
         match allocs.get(&(ptr as usize)) {
@@ -231,6 +250,7 @@ impl DeviceRuntime for CudaRuntime {
 
     fn stream_synchronize(&self, device_id: i32, stream: Stream) -> Result<()> {
         self.bind(device_id)?;
+        self.check_stream(stream)?;
         // SAFETY: NULL is the default stream; other handles are ours or the caller's (env
         // streams set by frameworks), which the caller vouches for.
         let rc = unsafe { sys::cuStreamSynchronize(stream as sys::CUstream) };
@@ -333,6 +353,7 @@ impl DeviceRuntime for CudaRuntime {
         stream: Stream,
     ) -> Result<()> {
         self.bind(device_id)?;
+        self.check_stream(stream)?;
         if nbytes == 0 {
             return Ok(());
         }

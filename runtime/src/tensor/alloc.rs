@@ -70,6 +70,9 @@ pub fn nbytes_of(shape: &[i64], dtype: DLDataType) -> Result<usize> {
         )));
     }
     let mut numel: u128 = 1;
+    // The largest compact stride (the product of the dimensions, empty ones counted as 1) must
+    // fit i64 even when the tensor is empty (as torch's "Stride calculation overflowed").
+    let mut span: i64 = 1;
     for (i, &n) in shape.iter().enumerate() {
         if n < 0 {
             return Err(Error::value_error(format!(
@@ -77,12 +80,18 @@ pub fn nbytes_of(shape: &[i64], dtype: DLDataType) -> Result<usize> {
             )));
         }
         numel = numel.saturating_mul(n as u128);
+        span = span.checked_mul(n.max(1)).ok_or_else(|| {
+            Error::value_error(format!(
+                "shape {shape:?} is too large: its strides overflow int64"
+            ))
+        })?;
     }
     let bits = numel.saturating_mul(dtype.bits as u128 * dtype.lanes as u128);
     let bytes = bits.div_ceil(8);
     if bytes > crate::device::caching::MAX_REQUEST as u128 {
         return Err(Error::value_error(format!(
-            "shape {shape:?} is too large: {bytes} bytes exceed isize::MAX"
+            "shape {shape:?} is too large: {bytes} bytes exceed the largest allocation ({} bytes)",
+            crate::device::caching::MAX_REQUEST
         )));
     }
     Ok(bytes as usize)
