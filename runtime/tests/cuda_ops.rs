@@ -441,6 +441,46 @@ fn self_attention_decode_prefill_gqa() {
                 dt.tol(),
             );
         }
+        // rows that see only -inf keys are NaN on both devices (softmax of a row of -inf), the
+        // others match: one block per head (short), split decode (4096 keys), causal prefill
+        for (l, s, neg) in [
+            (1i64, 300i64, 300i64),
+            (1, 4096, 4096),
+            (4, 4, 1),
+            (5, 300, 297),
+        ] {
+            let (h, hk, d) = (12i64, 2i64, 128i64);
+            let mut q = HostTensor::new(&[l, h, d], dt);
+            q.set(&vec![1.0; (l * h * d) as usize]);
+            let mut k = rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0);
+            let mut kv = k.get();
+            for x in &mut kv[..(neg * hk * d) as usize] {
+                *x = f64::NEG_INFINITY;
+            }
+            k.set(&kv);
+            let mut ts = vec![
+                HostTensor::new(&[l, h, d], dt),
+                q,
+                k,
+                rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0),
+            ];
+            let scale = 1.0 / (d as f64).sqrt();
+            let args = [A::T(0), A::T(1), A::T(2), A::T(3), A::F(scale)];
+            let what = format!("self_attention {dt:?} ({l},{s}) all -inf below key {neg}");
+            for (cpu, gpu) in both("ops.self_attention", &mut ts, &args, &[0]) {
+                let row = (h * d) as usize;
+                for i in 0..l as usize {
+                    let sees = i as i64 + (s - l) + 1;
+                    let (c, g) = (&cpu[i * row..(i + 1) * row], &gpu[i * row..(i + 1) * row]);
+                    if sees <= neg {
+                        assert!(c.iter().all(|x| x.is_nan()), "{what}: CPU row {i}");
+                        assert!(g.iter().all(|x| x.is_nan()), "{what}: GPU row {i}");
+                    } else {
+                        assert_close(&format!("{what}: row {i}"), g, c, dt.tol(), dt.tol());
+                    }
+                }
+            }
+        }
     }
 }
 

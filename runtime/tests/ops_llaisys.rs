@@ -519,6 +519,54 @@ fn self_attention_minus_inf_scores_weigh_nothing() {
 }
 
 #[test]
+fn self_attention_rows_whose_keys_all_score_minus_inf_are_nan() {
+    // softmax of a row of -inf is NaN (the spec's reference, torch.softmax): keys 0..neg score
+    // -inf, so the causal rows that see only those keys are NaN and the later rows are not;
+    // single-chunk prefill, decode split over chunks, every dtype (bf16: the vdpbf16ps path)
+    let mut rng = Rng::new(13);
+    for dt in FLOATS {
+        for (l, s, h, hk, d, neg) in [
+            (4usize, 4usize, 2usize, 1usize, 8usize, 1usize),
+            (5, 11, 4, 2, 16, 8),
+            (3, 300, 6, 2, 64, 299),
+            (1, 4096, 12, 2, 128, 4096),
+        ] {
+            let mut q = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
+            q.set(&vec![1.0; l * h * d]);
+            let (mut k, mut kv) =
+                rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+            for x in &mut kv[..neg * hk * d] {
+                *x = f64::NEG_INFINITY;
+            }
+            k.set(&kv);
+            let (v, _) = rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+            let mut out = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
+            out.set(&vec![0.0; l * h * d]);
+            let scale = AnyView::from(1.0 / (d as f64).sqrt());
+            call(
+                "ops.self_attention",
+                &[out.view(), q.view(), k.view(), v.view(), scale],
+            )
+            .unwrap();
+            let got = out.get();
+            for i in 0..l {
+                let sees = i + (s - l) + 1; // keys 0..sees
+                let row = &got[i * h * d..(i + 1) * h * d];
+                if sees <= neg {
+                    assert!(
+                        row.iter().all(|x| x.is_nan()),
+                        "{dt:?} l={l} s={s}: row {i} sees only -inf keys, got {:?}",
+                        &row[..4]
+                    );
+                } else {
+                    assert!(row.iter().all(|x| x.is_finite()), "{dt:?} row {i}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn causal_mask_is_bottom_right() {
     // With v = one-hot key index and equal scores, row i averages keys 0..=i + (S - L).
     let (l, s, d) = (3usize, 5usize, 4usize);
@@ -638,4 +686,24 @@ fn self_attention_with_head_size_zero() {
             dt.tol(),
         );
     }
+}
+
+#[test]
+fn empty_and_size_one_layouts() {
+    // an empty [2, 0, K] input (torch's strides (K, K, 1) do not collapse into rows) gives an
+    // empty output, as torch.nn.functional.linear does
+    for dt in FLOATS {
+        let x = HostTensor::strided(&[2, 0, 3], &[3, 3, 1], dt);
+        let w = HostTensor::new(&[4, 3], dt);
+        let y = HostTensor::strided(&[2, 0, 4], &[4, 4, 1], dt);
+        call("ops.linear", &[y.view(), x.view(), w.view(), AnyView::NONE]).unwrap();
+    }
+    // in place on the same elements whose size-1 dimension has another stride
+    // (numpy's a[None, :] against a.reshape(1, n)): an exact alias, not a partial overlap
+    let mut a = HostTensor::strided(&[1, 5], &[0, 1], Dt::F32);
+    a.set(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let mut c = HostTensor::strided(&[1, 5], &[5, 1], Dt::F32);
+    c.dl.data = a.dl.data;
+    call("ops.add", &[c.view(), a.view(), a.view()]).unwrap();
+    assert_eq!(a.get(), vec![2.0, 4.0, 6.0, 8.0, 10.0]);
 }

@@ -291,7 +291,9 @@ impl<'a> TensorArg<'a> {
     /// last) collapse into one strided row index; ValueError otherwise.
     pub fn row_stride(&self) -> Result<isize> {
         let nd = self.ndim();
-        if nd == 0 {
+        if nd == 0 || self.numel() == 0 {
+            // nothing is read or written (an empty `[2, 0, K]` has strides that do not
+            // collapse, e.g. torch's (K, K, 1))
             return Ok(0);
         }
         let (shape, strides) = (&self.shape[..nd - 1], &self.strides()[..nd - 1]);
@@ -384,10 +386,23 @@ impl<'a> TensorArg<'a> {
         Ok(())
     }
 
+    /// Whether both tensors address exactly the same elements in the same order: same shape,
+    /// same first element and the same strides on every dimension of size > 1 (the stride of
+    /// a size-1 dimension is never used: `a[None, :]` and `a.reshape(1, n)` are one layout).
+    pub fn same_elements(&self, other: &TensorArg<'_>) -> bool {
+        self.data == other.data
+            && self.shape == other.shape
+            && self
+                .shape
+                .iter()
+                .zip(self.strides().iter().zip(other.strides()))
+                .all(|(&n, (a, b))| n <= 1 || a == b)
+    }
+
     /// ValueError if this output partially overlaps `input`: element-wise ops may run in place
     /// only on exactly the same elements (same address and strides).
     pub fn expect_same_or_disjoint(&self, input: &TensorArg<'_>) -> Result<()> {
-        if self.overlaps(input) && !(self.data == input.data && self.strides() == input.strides()) {
+        if self.overlaps(input) && !self.same_elements(input) {
             return Err(Error::value_error(format!(
                 "{}: output `{}` partially overlaps input `{}`; in-place use needs the same \
                  memory and strides",

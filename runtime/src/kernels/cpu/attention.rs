@@ -942,10 +942,20 @@ unsafe fn item_body<S: Simd, T: Elem>(
                 jj += 1;
             }
             *m.add(hh) = mx;
-            // every score of the chunk -inf: weights exp(-inf - 0) = 0 and a sum of 0, which
-            // the merge skips (exp(-inf - -inf) would be NaN, and the row with it; a row whose
-            // keys are all -inf still ends as 0 / 0 = NaN, as softmax gives)
-            let mx = if mx == f32::NEG_INFINITY { 0.0 } else { mx };
+            if mx == f32::NEG_INFINITY {
+                // every score of the chunk -inf: every weight is exactly 0 and so is the sum,
+                // which the merge skips (exp(-inf - -inf) would be NaN, and the row with it; a
+                // row whose keys are all -inf ends as 0 / 0 = NaN, as softmax gives). Written
+                // out rather than computed: `Simd::exp` clamps its argument at -87, so
+                // exp(-inf) would weigh each key e^-87 and the row would average its values.
+                std::ptr::write_bytes(row, 0, n);
+                #[cfg(target_arch = "x86_64")]
+                if use_dp {
+                    std::ptr::write_bytes(pb.add(hh * pbs), 0, pbs);
+                }
+                *lsum.add(hh) = 0.0;
+                continue;
+            }
             #[cfg(target_arch = "x86_64")]
             if use_dp {
                 // bf16 weights for the vdpbf16ps value pass (pairs of keys per instruction)
