@@ -368,8 +368,11 @@ def opaque_value(h: int) -> Any:
 
 _MISSING = object()
 
-# DLTensorPtr -> a non-owning Tensor view; set by tensor.py.
+# DLTensorPtr -> a non-owning Tensor view (a result; a callback's argument); set by tensor.py.
 DLTENSOR_VIEW: list[Callable[[int], Any]] = []
+DLTENSOR_ARG_VIEW: list[Callable[[int], Any]] = []
+# a borrowed view -> an owned ffi.Tensor with its own copy of the data; set by tensor.py.
+VIEW_TO_OWNED: list[Callable[[Any], Any]] = []
 
 
 def _pod_value(ti: int, i: int) -> Any:
@@ -465,6 +468,9 @@ def from_view(i: int) -> Any:
     if ti == 3:
         return D[i + 1]
     if ti < 64:
+        if ti == 7:
+            # a callback's DLTensor* argument: a view closed when the callback returns
+            return DLTENSOR_ARG_VIEW[0](Q[i + 1])
         if ti == 8:
             p = Q[i + 1]
             return ctypes.string_at(p).decode("utf-8") if p else ""
@@ -530,12 +536,13 @@ def owned_elements(items: Any) -> Any:
             continue
         if isinstance(v, Object):
             # a borrowed view (a callback's DLTensor* argument) points at the caller's DLTensor,
-            # gone after the call: the container gets an ffi.Tensor sharing its memory instead
+            # and at memory only the caller keeps alive, both possibly gone after the call: the
+            # container gets an ffi.Tensor with its own copy of the data instead
             if v._h or not getattr(v, "is_view", False) or not v._dl:
                 continue
             if out is None:
                 out = list(items)
-            out[j] = CAPSULE_TO_TENSOR[0](v)
+            out[j] = VIEW_TO_OWNED[0](v)
             continue
         for prep in OWNED_PREPARE:
             v2 = prep(v)

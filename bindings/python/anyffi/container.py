@@ -84,6 +84,10 @@ class _Container(Object):
             return f"<anyffi.{type(self).__name__} (closed)>"
         return f"{type(self).__name__}({self._plain()!r})"
 
+    def __reduce_ex__(self, protocol):
+        # a new container of the same contents (copy.copy: shallow; deepcopy/pickle: recursive)
+        return (type(self), (self._plain(),))
+
 
 class _SeqBase(_Container):
     """Shared read access of Array and List."""
@@ -234,6 +238,9 @@ class Shape(Object, Sequence):
 
     def __repr__(self) -> str:
         return f"Shape({self._dims()!r})" if self._h else "<anyffi.Shape (closed)>"
+
+    def __reduce_ex__(self, protocol):
+        return (Shape, (self._dims(),))
 
 
 class _MapBase(_Container):

@@ -38,8 +38,10 @@ class dtype(str):
         if isinstance(s, dtype):
             return s
         if not isinstance(s, str):
-            # numpy dtypes and other objects with a name
+            # numpy dtypes and other objects with a name; torch dtypes print as "torch.float32"
             s = str(getattr(s, "name", s))
+            if s.startswith("torch."):
+                s = s[6:]
         d = _BY_TEXT.get(s)
         if d is not None:
             return d

@@ -18,7 +18,7 @@ import ctypes
 from typing import Any, Callable, Optional
 
 from . import _capi, _marshal, _mem
-from .errors import check_call, kind_of, raise_from_raised, set_raised_from_python
+from .errors import Error, check_call, error_parts, exception_from_error, kind_of, raise_from_raised, set_raised_from_python
 from .object import Object, register_object
 
 _MQ, _MI = _mem.Q, _mem.I  # address-space views (object headers, capsules, callback results)
@@ -161,7 +161,7 @@ class Function(Object):
                 k += 2
             rc = self._call(self._hb, ab, n, rb)
             if rc:
-                raise_from_raised(rc)
+                return _call_failed(self, args, rc)
             ti = I[0]
             if ti == 0:
                 return None
@@ -187,10 +187,46 @@ def _call_many(f: Function, args: tuple) -> Any:
         _marshal.convert_args(args, fr)
         rc = f._call(f._hb, fr.ab, len(args), fr.rb)
         if rc:
-            raise_from_raised(rc)
+            return _call_failed(f, args, rc)
         return _from_result(fr)
     finally:
         fr.release()
+
+
+def _call_failed(f: "Function", args: tuple, rc: int) -> Any:
+    """A call with arguments failed: raises its error. When a typed function refused a
+    ``DLTensor*`` (a parameter declared ``ffi::Tensor``, ``ObjectRef``, ``Optional<...>``, which
+    take objects only) at the position of a DLPack producer we passed (a numpy array, ...), the
+    call is made again with the producers as owned ``ffi.Tensor`` objects sharing their memory,
+    as the official package passes them. A typed function checks its arguments before its body
+    runs, so the first attempt did nothing; the retry has no ``DLTensor*`` left, so it is the
+    last."""
+    out = ctypes.c_void_p()
+    _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(out))
+    h = out.value
+    if not h:
+        raise Error(f"an FFI call failed (return code {rc}) without raising an error", "InternalError")
+    try:
+        kind, message, _ = error_parts(h)
+        exc = exception_from_error(h)
+    finally:
+        _capi.TVMFFIObjectDecRef(h)
+    prefix = "Mismatched type on argument #"
+    if kind == "TypeError" and message.startswith(prefix) and "but got `DLTensor*`" in message:
+        i = message[len(prefix) :].split(" ", 1)[0]
+        refused = args[int(i)] if i.isdigit() and int(i) < len(args) else None
+        if refused is not None and not isinstance(refused, Object):
+            owned = list(args)
+            for j, a in enumerate(args):
+                if not isinstance(a, Object):
+                    for prep in _marshal.OWNED_PREPARE:
+                        t = prep(a)
+                        if t is not None:
+                            owned[j] = t
+                            break
+            if owned[int(i)] is not refused:
+                return f(*owned)
+    raise exc
 
 
 # numpy arrays are inlined in __call__ (tensor.py sets numpy.ndarray; None disables the branch)
@@ -215,9 +251,9 @@ def _plain_error(kind: str, msg: str) -> None:
     _SetRaisedFromCStr(kind.encode("utf-8", "replace"), msg.encode("utf-8", "replace").replace(b"\0", b"\\0"))
 
 
-def _set_raised_plain(e: BaseException) -> None:
+def _set_raised_plain(e: BaseException) -> bool:
     """Sets the thread's FFI error from ``e`` with as little work as possible (no traceback,
-    the message only if ``str(e)`` works); never raises."""
+    the message only if ``str(e)`` works); never raises. Whether an error was set."""
     try:
         kind = kind_of(e)
         try:
@@ -225,8 +261,12 @@ def _set_raised_plain(e: BaseException) -> None:
         except BaseException:  # noqa: BLE001
             msg = f"<{type(e).__name__} whose message could not be formed>"
         _plain_error(kind, msg)
+        return True
     except BaseException:  # noqa: BLE001
-        pass
+        return False
+
+
+_LAST_RESORT = (b"RecursionError", b"maximum recursion depth exceeded (in a Python callback)")
 
 
 def _trampoline(
@@ -239,6 +279,8 @@ def _trampoline(
     _write_owned=_write_owned,
     _Q=_MQ,
     _set_raised_plain=_set_raised_plain,
+    _last_resort=_SetRaisedFromCStr,
+    _last_args=_LAST_RESORT,
 ) -> int:
     # The safe_call of every Python function. Globals are bound as defaults: fewer lookups per
     # call, and the trampoline keeps working during interpreter shutdown.
@@ -267,7 +309,17 @@ def _trampoline(
         except BaseException:  # noqa: BLE001
             # building the full error failed (no stack left, a __str__ that raises): the kind
             # and what can be said of the message still cross, never "no error set"
-            _set_raised_plain(e)
+            try:
+                ok = _set_raised_plain(e)
+            except BaseException:  # noqa: BLE001 - not even a Python call fits on the stack
+                ok = False
+            if not ok:
+                # one C call, the fewest frames possible: a call chain at the recursion limit
+                # leaves no room for the Python helpers above
+                try:
+                    _last_resort(*_last_args)
+                except BaseException:  # noqa: BLE001
+                    pass
         return -1
     finally:
         # DLTensor* arguments are the caller's, valid only during the call: a view the callback
@@ -275,15 +327,16 @@ def _trampoline(
         # (a view has no handle: clearing its pointer is all `close` would do)
         if type(x) is _Tensor:
             if not x._h:
-                x._dl = 0
+                _close_arg_view(x)
         elif a:
             for y in a:
                 if type(y) is _Tensor and not y._h:
-                    y._dl = 0
+                    _close_arg_view(y)
 
 
 # anyffi.Tensor, set by tensor.py (the trampoline closes the DLTensor* views it handed out)
 _Tensor: Any = None
+_close_arg_view: Any = None  # tensor.py: closes a callback's argument view
 
 
 _SAFE_CALL = _capi.SafeCall(_trampoline)

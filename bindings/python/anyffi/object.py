@@ -107,6 +107,13 @@ class Object:
             return f"<{type(self).__name__} (closed)>"
         return f"<{type(self).__name__} {self.type_key} at 0x{self._h:x}>"
 
+    def __reduce_ex__(self, protocol):
+        # Without this, copy/deepcopy/pickle fall back to object.__reduce_ex__, which copies the
+        # `_h` slot: a second owner of the same reference without an IncRef (a double DecRef,
+        # then a use-after-free), or a raw address in a pickle. Containers and Shape rebuild
+        # from their contents instead (as the official package, which also refuses the rest).
+        raise TypeError(f"cannot pickle or copy an anyffi.{type(self).__name__} ({self.type_key if self._h else 'closed'})")
+
 
 # -- the type table --------------------------------------------------------------------------------
 

@@ -97,8 +97,31 @@ def _dltensor_offset(name_ptr: int, producer: type) -> int:
     raise TypeError(f"{producer.__name__}.__dlpack__() returned a capsule named {name!r}")
 
 
+# DLTensor* arguments of read-only producers, passed right now (address -> count): a callback
+# receiving one gets a read-only view (its numpy() is read-only, ops refuse it as an output).
+_READ_ONLY_DL: dict[int, int] = {}
+
+
+class _ReadOnlyMark:
+    """Marks a DLTensor* read-only while it sits in a call frame's ``keep`` list."""
+
+    __slots__ = ("p",)
+
+    def __init__(self, p: int):
+        self.p = p
+        _READ_ONLY_DL[p] = _READ_ONLY_DL.get(p, 0) + 1
+
+    def __del__(self, marks=_READ_ONLY_DL):
+        n = marks.get(self.p, 0) - 1
+        if n > 0:
+            marks[self.p] = n
+        else:
+            marks.pop(self.p, None)
+
+
 def conv_dlpack(a: Any, k: int, fr) -> None:
     """Passes a DLPack producer as a borrowed ``DLTensor*`` view of its own capsule."""
+    read_only = False
     try:
         cap = a.__dlpack__()
     except BufferError:
@@ -107,15 +130,22 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
         except TypeError:  # ... on numpy >= 2.1; older numpy cannot export them at all
             if not hasattr(a, "__array_interface__"):
                 raise
+            p = _dltensor_of_array_interface(a, fr.keep)
+            if a.__array_interface__["data"][1]:
+                fr.keep.append(_ReadOnlyMark(p))
             fr.Q[k] = _capi.kDLTensorPtr
-            fr.Q[k + 1] = _dltensor_of_array_interface(a, fr.keep)
+            fr.Q[k + 1] = p
             return
+        read_only = True
     base = id(cap)
     name_ptr = Q[(base >> 3) + 2]  # PyCapsule.name at +24
     off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
     fr.keep.append(cap)
+    mt = Q[(base >> 3) + 1]  # PyCapsule.pointer at +16: the managed tensor
+    if read_only and off == _VERSIONED_OFFSET and Q[qi(mt + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY:
+        fr.keep.append(_ReadOnlyMark(mt + off))
     fr.Q[k] = _capi.kDLTensorPtr
-    fr.Q[k + 1] = Q[(base >> 3) + 1] + off  # PyCapsule.pointer at +16: the managed tensor
+    fr.Q[k + 1] = mt + off
 
 
 # numpy's __array_interface__ type codes -> DLDataType code
@@ -161,7 +191,14 @@ try:
     import numpy as _np
 except ImportError:  # numpy is optional
     _np = None
+def _conv_foreign_dtype(a: Any, k: int, fr) -> None:
+    """numpy and torch dtypes pass as DLDataType, as the official package passes them."""
+    _marshal.conv_dtype(dtype(a), k, fr)
+
+
+_marshal.PROTOCOL_CONVERTERS.append((lambda t: t.__module__ == "torch" and t.__name__ == "dtype", _conv_foreign_dtype))
 if _np is not None:
+    _marshal.CONVERTERS[_np.dtype] = _conv_foreign_dtype  # and its subclasses (Float32DType, ...)
     _marshal.CONVERTERS[_np.ndarray] = conv_dlpack
     _function._ndarray = _np.ndarray  # Function.__call__ inlines numpy arrays
 
@@ -362,8 +399,45 @@ class Tensor(Object):
         return f"<anyffi.{kind} shape={self.shape} dtype={self.dtype} device={self.device}>"
 
 
-_marshal.DLTENSOR_VIEW.append(Tensor._view)
+# The DLTensor* views handed to running callbacks, by address, innermost last. A DLTensor* result
+# equal to one of them (a callback passing its argument through another function, `echo(t)`) is
+# that same view, so that it is closed with it when the callback returns instead of outliving
+# the caller's DLTensor.
+_CALLBACK_VIEWS: dict[int, list] = {}
+
+
+def _arg_view(dltensor: int) -> Tensor:
+    o = Tensor._view(dltensor)
+    if _READ_ONLY_DL and dltensor in _READ_ONLY_DL:
+        o._ro = True  # the caller passed a read-only array
+    _CALLBACK_VIEWS.setdefault(dltensor, []).append(o)
+    return o
+
+
+def _result_view(dltensor: int) -> Tensor:
+    stack = _CALLBACK_VIEWS.get(dltensor)
+    if stack:
+        return stack[-1]
+    return Tensor._view(dltensor)
+
+
+def _close_arg_view(v: Tensor, views=_CALLBACK_VIEWS) -> None:
+    dl = v._dl
+    v._dl = 0
+    stack = views.get(dl)
+    if stack:
+        for j in range(len(stack) - 1, -1, -1):
+            if stack[j] is v:
+                del stack[j]
+                break
+        if not stack:
+            views.pop(dl, None)
+
+
+_marshal.DLTENSOR_VIEW.append(_result_view)
+_marshal.DLTENSOR_ARG_VIEW.append(_arg_view)
 _function._Tensor = Tensor
+_function._close_arg_view = _close_arg_view
 
 
 _NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> numpy kind
@@ -433,6 +507,63 @@ def _export_view(t: Tensor, versioned: bool) -> object:
     addr = ctypes.addressof(mt)
     _VIEW_EXPORTS[addr] = (mt, dims)
     return _PyCapsule_New(addr, _VERSIONED if versioned else _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
+
+
+class _RawArray:
+    """An ``__array_interface__`` over raw memory, for numpy to read."""
+
+    def __init__(self, ai: dict):
+        self.__array_interface__ = ai
+
+
+def _owned_copy_of_view(t: Tensor) -> Tensor:
+    """An owned ``ffi.Tensor`` holding a compact copy of a borrowed view's data (CPU): what a
+    container keeps must outlive the call, and the view's memory is the caller's."""
+    import numpy as np
+
+    if t.device.device_type != 1:
+        raise TypeError(
+            f"a callback's tensor argument on {t.device} is a view of the caller's memory, valid during "
+            f"the call only; it cannot be kept in a container or result (make an owned copy first)"
+        )
+    d = t.dtype
+    if d.bits % 8:
+        raise TypeError(f"cannot keep a copy of a borrowed {d} tensor view (sub-byte type)")
+    item = d.bits // 8 * d.lanes
+    shape, strides = t.shape, t.strides
+    src = np.asarray(_RawArray({
+        "version": 3, "shape": shape + (item,), "typestr": "|u1", "data": (t.data_ptr, True),
+        "strides": tuple(s * item for s in strides) + (1,),
+    }))
+    buf = np.array(src, order="C", copy=True)
+    nd = len(shape)
+    compact, acc = [], 1
+    for n in reversed(shape):
+        compact.append(acc)
+        acc *= n
+    compact.reverse()
+    dims = (ctypes.c_int64 * (2 * nd or 1))(*shape, *compact)
+    mt = _capi.DLManagedTensorVersioned()
+    dl = mt.dl_tensor
+    dl.data, dl.device, dl.ndim, dl.byte_offset = buf.ctypes.data, _capi.DLDevice(1, 0), nd, 0
+    dl.dtype = _capi.DLDataType(d.code, d.bits, d.lanes)
+    dl.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    dl.strides = ctypes.cast(ctypes.byref(dims, 8 * nd), ctypes.POINTER(ctypes.c_int64))
+    mt.deleter = _VIEW_EXPORT_DELETER_ADDR
+    mt.version.major, mt.version.minor = 1, 0
+    mt.flags = 0
+    addr = ctypes.addressof(mt)
+    _VIEW_EXPORTS[addr] = (mt, dims, buf)  # until the ffi.Tensor's deleter
+    out = ctypes.c_void_p()
+    try:
+        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, 0, 0, ctypes.byref(out)))
+    except BaseException:
+        _VIEW_EXPORTS.pop(addr, None)
+        raise
+    return Tensor._from_owned(out.value)
+
+
+_marshal.VIEW_TO_OWNED.append(_owned_copy_of_view)
 
 
 def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool = False) -> Tensor:

@@ -19,17 +19,28 @@ import anyffi  # noqa: E402
 import pytest  # noqa: E402
 
 
+def official_testing_library() -> bool:
+    """Loads the official ``libtvm_ffi_testing.so`` (its ``testing.*`` globals, typed C++
+    functions) into this process, on whichever library is loaded: ``ANYFFI_TESTING_LIBRARY``,
+    beside the library, or the checkout's official wheel. Whether it was found."""
+    for path in (
+        os.environ.get("ANYFFI_TESTING_LIBRARY"),
+        os.path.join(os.path.dirname(anyffi.library_path), "libtvm_ffi_testing.so"),
+        os.path.join(HERE, "..", "..", "..", ".cache", "wheel", "unpacked", "tvm_ffi", "lib", "libtvm_ffi_testing.so"),
+    ):
+        if path and os.path.isfile(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return True
+    return False
+
+
 def _load_testing_functions() -> types.SimpleNamespace:
     get = anyffi.get_global_func
     if get("anyffi.testing.nop", allow_missing=True) is not None:
         names = dict(nop="nop", echo="echo", add_one="add_one", apply="apply", raise_error="raise_error")
         prefix = "anyffi.testing."
     else:
-        path = os.environ.get("ANYFFI_TESTING_LIBRARY") or os.path.join(
-            os.path.dirname(anyffi.library_path), "libtvm_ffi_testing.so"
-        )
-        if os.path.isfile(path):
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        official_testing_library()
         names = dict(nop="nop", echo="echo", add_one="add_one", apply="apply", raise_error="test_raise_error")
         prefix = "testing."
     fns = {}

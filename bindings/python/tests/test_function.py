@@ -282,3 +282,48 @@ def test_a_function_returning_nothing_gives_none_after_any_result():
         get("ffi.DictSetItem")(d, "a", 1)
     assert get("ffi.DictSize")(d) == 1
     assert get("ffi.DictErase")(d, "a") is None
+
+
+def _official_testing_lib():
+    from conftest import official_testing_library
+
+    if not official_testing_library():
+        pytest.skip("no libtvm_ffi_testing.so")
+
+
+def test_numpy_arrays_reach_tensor_typed_parameters():
+    np = pytest.importorskip("numpy")
+    _official_testing_lib()
+    x = np.arange(3.0)
+    for name in ("testing.schema_id_tensor", "testing.schema_id_object", "testing.schema_id_opt_obj"):
+        r = anyffi.get_global_func(name)(x)
+        assert isinstance(r, anyffi.Tensor) and r.data_ptr == x.ctypes.data
+    with pytest.raises(TypeError, match="Expected `int`"):
+        anyffi.get_global_func("testing.schema_id_int")(x)
+
+
+def test_numpy_dtypes_pass_as_data_types():
+    np = pytest.importorskip("numpy")
+    _official_testing_lib()
+    assert anyffi.get_global_func("testing.schema_id_dtype")(np.dtype("float16")) == "float16"
+    assert type(anyffi.get_global_func("testing.echo")(np.dtype("int8"))) is anyffi.dtype
+
+
+def test_a_callback_chain_at_the_recursion_limit_always_sets_an_error():
+    import sys
+
+    f = anyffi.Function(lambda n: n if n == 0 else f(n - 1))
+
+    def nest(d):
+        return f(10_000) if d == 0 else nest(d - 1)
+
+    depth = len(__import__("inspect").stack(0))
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + 120)  # a short chain: each failing level formats a traceback
+    try:
+        for d in range(12):  # the limit hits each frame of the callback path in turn
+            with pytest.raises(Exception) as e:
+                nest(d)
+            assert "without raising an error" not in str(e.value)
+    finally:
+        sys.setrecursionlimit(old)

@@ -111,3 +111,19 @@ def test_opaque_object_kept_by_ffi_holder(t):
     del holder
     gc.collect()
     assert ref() is None
+
+
+def test_copy_and_pickle_never_share_a_handle():
+    import copy
+    import pickle
+
+    a = anyffi.Array([1, anyffi.List([2])])
+    for c in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+        assert c == a and not c.same_as(a) and a.use_count == 1
+    m = anyffi.Map({"k": (1, 2)})
+    assert pickle.loads(pickle.dumps(m)) == m
+    assert pickle.loads(pickle.dumps(anyffi.Shape((2, 3)))) == (2, 3)
+    f = anyffi.Function(lambda: 1)
+    for op in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError):
+            op(f)

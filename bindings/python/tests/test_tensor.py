@@ -287,10 +287,15 @@ def test_a_callbacks_views_export_as_dlpack_and_into_containers(t):
     del kept["unused"]
     gc.collect()
     _ = [np.ones(64) for _ in range(2000)]  # reuse whatever the caller's DLTensor was
-    for r in (kept["legacy"], kept["owned"], kept["array"][0], kept["map"]["t"]):
+    for r in (kept["legacy"], kept["owned"]):  # explicit exports share the caller's memory
         assert isinstance(r, anyffi.Tensor) and not r.is_view
         assert r.shape == (3, 2) and r.strides == (4, 2)
         assert r.data_ptr == x.ctypes.data
+        np.testing.assert_array_equal(r.numpy(), x)
+    for r in (kept["array"][0], kept["map"]["t"]):  # what containers keep is a compact copy
+        assert isinstance(r, anyffi.Tensor) and not r.is_view
+        assert r.shape == (3, 2) and r.strides == (2, 1)
+        assert r.data_ptr != x.ctypes.data
         np.testing.assert_array_equal(r.numpy(), x)
     assert len(tensor_mod._VIEW_EXPORTS) == n0 + 4
     del r
@@ -344,3 +349,27 @@ def test_complex_tensors_have_a_dtype_repr_and_numpy_view():
     tc = anyffi.from_dlpack(x)
     assert str(tc.dtype) == "complex64" and "complex64" in repr(tc)
     np.testing.assert_array_equal(tc.numpy(), x)
+
+
+def test_views_kept_by_a_callback_outlive_the_callers_array(t):
+    import gc
+
+    # a temporary array: its memory is unmapped after the call (8 MiB)
+    r = t.apply(lambda v: [v], np.full(1 << 20, 7.0))
+    gc.collect()
+    np.testing.assert_array_equal(r[0].numpy()[:3], [7.0, 7.0, 7.0])
+    kept = []
+    t.apply(lambda v: kept.append(t.echo(v)), np.full(1 << 20, 7.0))  # a view of a view
+    with pytest.raises(ValueError, match="closed"):
+        kept[0].shape
+
+
+def test_a_read_only_argument_is_a_read_only_view_in_a_callback(t):
+    b = bytes(8)
+    a = np.frombuffer(b, dtype=np.uint8)
+    seen = []
+    t.apply(lambda v: seen.append((v.read_only, v.numpy().flags.writeable)), a)
+    assert seen == [(True, False)]
+    with pytest.raises(ValueError):
+        t.apply(lambda v: v.numpy().__setitem__(0, 65), a)
+    assert b == bytes(8)
