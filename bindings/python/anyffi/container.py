@@ -131,6 +131,18 @@ class _SeqBase(_Container):
     def _frozen(self) -> tuple:
         return tuple(self)
 
+    def __add__(self, other: Any):
+        """A new container of this kind: this one's items, then ``other``'s (any iterable but a
+        str, as the official package)."""
+        if isinstance(other, (str, bytes)) or not hasattr(other, "__iter__"):
+            return NotImplemented
+        return type(self)([*self, *other])
+
+    def __radd__(self, other: Any):
+        if isinstance(other, (str, bytes)) or not hasattr(other, "__iter__"):
+            return NotImplemented
+        return type(self)([*other, *self])
+
 
 _SeqBase._family = _SeqBase
 

@@ -32,8 +32,11 @@ class Device:
 
     __slots__ = ("device_type", "device_id", "_packed")
 
-    def __init__(self, device_type: int, device_id: int = 0):
-        device_type, device_id = int(device_type), int(device_id)
+    def __init__(self, device_type: "int | str", device_id: "int | None" = None):
+        if isinstance(device_type, str):  # Device("cuda", 1), Device("cuda:1"), as device()
+            d = device(device_type, device_id)
+            device_type, device_id = d.device_type, d.device_id
+        device_type, device_id = int(device_type), int(0 if device_id is None else device_id)
         if not (0 <= device_type < 2**31) or not (0 <= device_id < 2**31):
             raise ValueError(f"anyffi.Device: bad device ({device_type}, {device_id})")
         object.__setattr__(self, "device_type", device_type)
@@ -51,6 +54,20 @@ class Device:
     @property
     def type_name(self) -> str:
         return DEVICE_NAMES.get(self.device_type, f"device{self.device_type}")
+
+    @property
+    def type(self) -> str:
+        """The device type's name (``"cpu"``, ``"cuda"``), as ``type_name``."""
+        return self.type_name
+
+    @property
+    def index(self) -> int:
+        """The device index, as ``device_id``."""
+        return self.device_id
+
+    def dlpack_device_type(self) -> int:
+        """The DLDeviceType number, as ``device_type``."""
+        return self.device_type
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (self.device_type, self.device_id)

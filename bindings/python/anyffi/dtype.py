@@ -64,6 +64,27 @@ class dtype(str):
         """Bytes per element (lanes included); sub-byte types round up."""
         return (self.bits * self.lanes + 7) // 8
 
+    @property
+    def type_code(self) -> int:
+        """The DLDataType code (0 int, 1 uint, 2 float, 4 bfloat, 6 bool, ...), as ``code``."""
+        return self.code
+
+    def with_lanes(self, lanes: int) -> "dtype":
+        """The same element type with ``lanes`` lanes (``dtype("float32").with_lanes(4)`` is
+        ``float32x4``)."""
+        lanes = int(lanes)
+        if not 0 < lanes < 1 << 16:
+            raise ValueError(f"dtype.with_lanes: lanes must be in [1, 65535], got {lanes}")
+        return _from_packed(self.code | (self.bits << 8) | (lanes << 16))
+
+    @staticmethod
+    def from_dlpack_data_type(t: "tuple[int, int, int]") -> "dtype":
+        """The dtype of a DLPack ``(code, bits, lanes)`` triple."""
+        code, bits, lanes = (int(x) for x in t)
+        if not (0 <= code < 256 and 0 <= bits < 256 and 0 <= lanes < 1 << 16):
+            raise ValueError(f"dtype.from_dlpack_data_type: bad DLDataType {tuple(t)}")
+        return _from_packed(code | (bits << 8) | (lanes << 16))
+
     def __repr__(self) -> str:
         return f"dtype('{str(self)}')"
 

@@ -38,6 +38,17 @@ def test_array_as_sequence():
 
 
 @array
+def test_concatenation_makes_a_new_container():
+    a, lst = anyffi.Array([1, 2]), anyffi.List(["x"])
+    assert a + [3] == [1, 2, 3] and type(a + (3,)) is anyffi.Array
+    assert [0] + a == [0, 1, 2] and type((0,) + a) is anyffi.Array
+    assert lst + a == ["x", 1, 2] and type(lst + a) is anyffi.List and lst == ["x"]
+    with pytest.raises(TypeError):
+        a + 1
+    with pytest.raises(TypeError):
+        a + "ab"
+
+
 def test_list_and_tuple_arguments_become_arrays(t):
     for v in ([1, 2, 3], (1, 2, 3), [], [[1, [2]], "x"]):
         r = t.echo(v)

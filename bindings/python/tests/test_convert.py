@@ -105,6 +105,12 @@ def test_device_parsing():
         anyffi.device("cuda:x")
     with pytest.raises(TypeError):
         anyffi.device(1.5)
+    # the official Device's spellings: Device("cuda", 1), .type, .index, dlpack_device_type()
+    d = anyffi.Device("cuda", 1)
+    assert d == anyffi.Device("cuda:1") == anyffi.device("cuda", 1) and anyffi.Device("cpu") == anyffi.device("cpu")
+    assert (d.type, d.index, d.dlpack_device_type()) == ("cuda", 1, 2)
+    with pytest.raises(ValueError):
+        anyffi.Device("cuda:1", 2)
 
 
 @pytest.mark.parametrize("s", ["float32", "int8", "uint64", "bfloat16", "float16", "bool", "int32x4", "float8_e4m3fn"])
@@ -125,6 +131,14 @@ def test_dtype_fields():
     d = anyffi.dtype("int")
     assert d == "int" and (d.code, d.bits, d.lanes) == (0, 32, 1)
     assert anyffi.dtype("void") == "void"
+    # the official dtype's type_code, with_lanes and from_dlpack_data_type
+    f = anyffi.dtype("float32")
+    assert f.type_code == 2 and f.with_lanes(4) == "float32x4" and f.with_lanes(4).lanes == 4
+    assert anyffi.dtype.from_dlpack_data_type((4, 16, 1)) == "bfloat16"
+    with pytest.raises(ValueError):
+        f.with_lanes(0)
+    with pytest.raises(ValueError):
+        anyffi.dtype.from_dlpack_data_type((2, 300, 1))
 
 
 def test_void_p_roundtrip(t):
