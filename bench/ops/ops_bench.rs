@@ -95,8 +95,9 @@ impl Buf {
             dl,
         }
     }
-    fn view(&self) -> AnyView<'static> {
-        AnyView::from(&*self.dl as *const DLTensor as *mut DLTensor)
+    fn view(&self) -> AnyView<'_> {
+        // SAFETY: `self.dl` lives (unchanged) as long as the borrow of `self`.
+        unsafe { AnyView::from_dltensor_ptr(&*self.dl as *const DLTensor as *mut DLTensor) }
     }
 }
 

@@ -246,10 +246,22 @@ pub type TVMFFIObjectDeleter = Option<unsafe extern "C" fn(self_: *mut c_void, f
 #[repr(C)]
 pub struct TVMFFIObject {
     /// Strong count in the low 32 bits, weak count in the high 32 bits.
-    pub combined_ref_count: AtomicU64,
+    // Not `pub`: through an `&TVMFFIObject` (every object handle lends one) a public `AtomicU64`
+    // could be decremented from safe code and free a live object; read it with
+    // `TVMFFIObject::ref_count_word`.
+    pub(crate) combined_ref_count: AtomicU64,
     pub type_index: i32,
     pub __padding: u32,
     pub deleter: TVMFFIObjectDeleter,
+}
+
+impl TVMFFIObject {
+    /// The combined count word (strong count low 32 bits, weak count high 32 bits).
+    #[inline]
+    pub fn ref_count_word(&self) -> u64 {
+        self.combined_ref_count
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// The 8-byte payload of an Any.

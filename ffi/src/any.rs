@@ -455,9 +455,28 @@ pod_view!(DLDevice, kTVMFFIDevice, |v| TVMFFIAnyValue { v_device: v });
 pod_view!(*mut c_void, kTVMFFIOpaquePtr, |v| TVMFFIAnyValue {
     v_ptr: v
 });
-pod_view!(*mut DLTensor, kTVMFFIDLTensorPtr, |v| TVMFFIAnyValue {
-    v_ptr: v as *mut c_void
-});
+
+impl<'a> AnyView<'a> {
+    /// A `DLTensor*` view (type index 7), as C callers pass borrowed tensors.
+    ///
+    /// # Safety
+    /// `t` must be NULL or point at a valid `DLTensor` (shape, strides and data included) that
+    /// stays alive and unchanged for `'a`: consumers (the runtime's functions and ops)
+    /// dereference it.
+    #[inline]
+    pub unsafe fn from_dltensor_ptr(t: *mut DLTensor) -> AnyView<'a> {
+        AnyView {
+            raw: TVMFFIAny {
+                type_index: kTVMFFIDLTensorPtr,
+                small_str_len: 0,
+                value: TVMFFIAnyValue {
+                    v_ptr: t as *mut c_void,
+                },
+            },
+            _borrow: PhantomData,
+        }
+    }
+}
 
 impl From<DLDataType> for AnyView<'static> {
     #[inline]

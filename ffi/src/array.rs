@@ -15,7 +15,7 @@ use crate::abi::{
 use crate::any::{Any, AnyView, FromAny};
 use crate::error::Result;
 use crate::function::IntoAny;
-use crate::object::{make_object_with_extra, ObjectRef, ObjectType};
+use crate::object::{new_object_with_extra, ObjectRef, ObjectType};
 use crate::seq::SeqObj;
 
 /// Payload of `ffi.Array`.
@@ -90,7 +90,7 @@ impl ObjectRef<ArrayObj> {
             capacity: n as i64,
             data_deleter: None,
         };
-        let (arr, tail) = make_object_with_extra(ArrayObj(SeqObj::new(header, cell)), bytes);
+        let (arr, tail) = new_object_with_extra(ArrayObj(SeqObj::new(header, cell)), bytes);
         let cell = arr.0.cell();
         let slots = tail as *mut Any;
         // SAFETY: `tail` has room for n values and belongs to the new array.

@@ -5,7 +5,7 @@ use std::ptr;
 
 use crate::abi::{kTVMFFIBigInt, TVMFFIObject};
 use crate::any::Any;
-use crate::object::{make_object_with_extra, ObjectRef, ObjectType};
+use crate::object::{new_object_with_extra, ObjectRef, ObjectType};
 
 /// Payload of `ffi.BigInt`: the word count, then the words.
 #[repr(C)]
@@ -67,7 +67,7 @@ pub fn any_from_words(words: &[i64]) -> Any {
         [] => Any::from(0i64),
         [v] => Any::from(*v),
         _ => {
-            let (obj, tail) = make_object_with_extra(
+            let (obj, tail) = new_object_with_extra(
                 BigIntObj {
                     header: TVMFFIObject::new::<BigIntObj>(),
                     nwords: w.len(),

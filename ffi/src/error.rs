@@ -13,7 +13,7 @@ use std::ptr::{self, NonNull};
 use crate::abi::{
     kTVMFFIBacktraceUpdateModeReplace, kTVMFFIError, TVMFFIByteArray, TVMFFIErrorCell, TVMFFIObject,
 };
-use crate::object::{dec_ref, inc_ref, make_object, ObjectRef, ObjectType};
+use crate::object::{dec_ref, inc_ref, new_object, ObjectRef, ObjectType};
 
 /// Result type of everything fallible in anyffi.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -46,7 +46,8 @@ unsafe impl ObjectType for ErrorObj {
     }
 }
 
-// SAFETY: immutable except for `update_backtrace`, which the ABI documents as single-threaded.
+// SAFETY: immutable except for the backtrace, which `update_backtrace` replaces and
+// `Error::backtrace` reads only under `BACKTRACE_LOCK`.
 unsafe impl Send for ErrorObj {}
 // SAFETY: as above.
 unsafe impl Sync for ErrorObj {}
@@ -76,11 +77,16 @@ impl Drop for ErrorObj {
     }
 }
 
+/// Serialises backtrace updates with the Rust readers of backtraces: `update_backtrace` may
+/// reallocate the buffer that `cell.backtrace` points into, through a shared `&Error`.
+static BACKTRACE_LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// `update_backtrace` of the cell: replaces (mode 0) or appends to (mode 1) the backtrace.
 unsafe extern "C" fn update_backtrace(obj: *mut c_void, bt: *const TVMFFIByteArray, mode: i32) {
     if obj.is_null() || bt.is_null() {
         return;
     }
+    let _guard = BACKTRACE_LOCK.lock();
     // SAFETY: called by the owner of a live error; the ABI gives no concurrent access guarantee
     // beyond the official one (none), so this matches its contract.
     let err = unsafe { &mut *(obj as *mut ErrorObj) };
@@ -120,17 +126,20 @@ impl Error {
     #[inline(never)]
     pub fn new(kind: &str, message: impl Into<String>) -> Error {
         let bt = crate::backtrace::capture(1);
-        Error::with_parts(
-            kind.as_bytes(),
-            message.into().as_bytes(),
-            bt.as_bytes(),
-            None,
-            None,
-        )
+        Error::from_parts(kind.as_bytes(), message.into().as_bytes(), bt.as_bytes())
+    }
+
+    /// A new error from its parts, without cause or extra context.
+    pub fn from_parts(kind: &[u8], message: &[u8], backtrace: &[u8]) -> Error {
+        // SAFETY: no object handles are passed.
+        unsafe { Error::with_parts(kind, message, backtrace, None, None) }
     }
 
     /// A new error from its parts; `cause` and `extra` are retained (borrowed inputs).
-    pub fn with_parts(
+    ///
+    /// # Safety
+    /// `cause` and `extra`, when `Some` and non-NULL, must point at live objects.
+    pub unsafe fn with_parts(
         kind: &[u8],
         message: &[u8],
         backtrace: &[u8],
@@ -163,7 +172,7 @@ impl Error {
         };
         // The byte arrays point into heap buffers owned by `storage`; moving the boxes into the
         // object does not move those buffers.
-        Error(make_object(ErrorObj {
+        Error(new_object(ErrorObj {
             header: TVMFFIObject::new::<ErrorObj>(),
             cell,
             storage: UnsafeCell::new(storage),
@@ -201,10 +210,13 @@ impl Error {
         String::from_utf8_lossy(unsafe { bytes_of(&self.0.cell.message) })
     }
 
-    /// The backtrace text, most recent frame first.
+    /// The backtrace text, most recent frame first. A copy: `update_backtrace` (through any
+    /// handle to this error) may replace the buffer the cell points into.
     pub fn backtrace(&self) -> std::borrow::Cow<'_, str> {
-        // SAFETY: as for kind.
-        String::from_utf8_lossy(unsafe { bytes_of(&self.0.cell.backtrace) })
+        let _guard = BACKTRACE_LOCK.lock();
+        // SAFETY: as for kind; the lock keeps our own `update_backtrace` out while we copy.
+        let text = String::from_utf8_lossy(unsafe { bytes_of(&self.0.cell.backtrace) });
+        std::borrow::Cow::Owned(text.into_owned())
     }
 
     /// The backtrace with the most recent call last, one frame per line: the frames of
@@ -382,13 +394,7 @@ mod tests {
 
     #[test]
     fn parts_and_update_backtrace() {
-        let e = Error::with_parts(
-            b"ValueError",
-            b"bad value",
-            b"  File \"a\", line 1, in f\n",
-            None,
-            None,
-        );
+        let e = Error::from_parts(b"ValueError", b"bad value", b"  File \"a\", line 1, in f\n");
         assert_eq!(e.kind(), "ValueError");
         assert_eq!(e.message(), "bad value");
         e.update_backtrace("X\n", true);
@@ -402,12 +408,10 @@ mod tests {
 
     #[test]
     fn full_message_reverses_the_frames() {
-        let e = Error::with_parts(
+        let e = Error::from_parts(
             b"RuntimeError",
             b"boom",
             b"  File \"inner\", line 2, in g\n\n  File \"outer\", line 1, in f\n  partial",
-            None,
-            None,
         );
         assert_eq!(
             e.traceback_most_recent_call_last(),
@@ -418,7 +422,7 @@ mod tests {
             "Traceback (most recent call last):\n  File \"outer\", line 1, in f\n  \
              File \"inner\", line 2, in g\nRuntimeError: boom\n"
         );
-        let bare = Error::with_parts(b"ValueError", b"v", b"", None, None);
+        let bare = Error::from_parts(b"ValueError", b"v", b"");
         assert_eq!(
             bare.full_message(),
             "Traceback (most recent call last):\nValueError: v\n"
@@ -429,7 +433,8 @@ mod tests {
     fn cause_is_retained_and_released() {
         let cause = Error::value_error("root");
         let raw = cause.as_object().as_raw();
-        let e = Error::with_parts(b"RuntimeError", b"outer", b"", Some(raw), None);
+        // SAFETY: `cause` is alive.
+        let e = unsafe { Error::with_parts(b"RuntimeError", b"outer", b"", Some(raw), None) };
         assert_eq!(cause.as_object().strong_count(), 2);
         assert!(e.cause().unwrap().as_raw() == raw);
         drop(e);

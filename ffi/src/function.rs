@@ -15,7 +15,7 @@ use crate::abi::{
 };
 use crate::any::{Any, AnyView, FromAny};
 use crate::error::{fetch_raised, set_raised, Error, Result};
-use crate::object::{make_object, ObjectRef, ObjectType};
+use crate::object::{new_object, ObjectRef, ObjectType};
 
 /// A packed Rust function: borrowed arguments in, an owned result out.
 pub type PackedFn = dyn Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static;
@@ -177,7 +177,7 @@ impl ObjectRef<FunctionObj> {
     where
         F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
     {
-        make_object(FunctionObj {
+        new_object(FunctionObj {
             header: TVMFFIObject::new::<FunctionObj>(),
             cell: TVMFFIFunctionCell {
                 safe_call: Some(rust_trampoline),
@@ -197,7 +197,12 @@ impl ObjectRef<FunctionObj> {
     /// A function from C (`TVMFFIFunctionCreate`): with `self_` and `deleter` both NULL the
     /// function *is* `safe_call` and receives its own handle; otherwise `safe_call` receives
     /// `self_` and `deleter(self_)` runs on destruction.
-    pub fn from_c(
+    ///
+    /// # Safety
+    /// `safe_call` must follow the packed calling convention for the `self_` it receives (its
+    /// own handle when `self_` and `deleter` are NULL), from any thread, for as long as the
+    /// function lives; `deleter`, if any, must accept `self_` once.
+    pub unsafe fn from_c(
         self_: *mut c_void,
         safe_call: TVMFFISafeCallType,
         deleter: SelfDeleter,
@@ -219,7 +224,7 @@ impl ObjectRef<FunctionObj> {
                 },
             )
         };
-        Ok(make_object(FunctionObj {
+        Ok(new_object(FunctionObj {
             header: TVMFFIObject::new::<FunctionObj>(),
             cell: TVMFFIFunctionCell {
                 safe_call: cell_call,
@@ -231,11 +236,15 @@ impl ObjectRef<FunctionObj> {
 
     /// A function over an exported `__tvm_ffi_<name>` symbol, called with a NULL handle; `keep`
     /// (the module that loaded it) stays alive as long as the function.
-    pub fn from_symbol(
+    ///
+    /// # Safety
+    /// `call` must be a packed function that accepts a NULL handle, and `keep` must keep its
+    /// code loaded.
+    pub unsafe fn from_symbol(
         call: TVMFFISafeCallType,
         keep: ObjectRef<crate::object::Object>,
     ) -> Function {
-        make_object(FunctionObj {
+        new_object(FunctionObj {
             header: TVMFFIObject::new::<FunctionObj>(),
             cell: TVMFFIFunctionCell {
                 safe_call: Some(symbol_trampoline),
@@ -613,7 +622,8 @@ mod tests {
     #[test]
     fn foreign_function_with_self_and_deleter() {
         let self_ = Box::into_raw(Box::new(40i64)) as *mut c_void;
-        let f = Function::from_c(self_, Some(c_add_self), Some(free_box)).unwrap();
+        // SAFETY: c_add_self reads the boxed i64 that free_box releases.
+        let f = unsafe { Function::from_c(self_, Some(c_add_self), Some(free_box)) }.unwrap();
         assert_eq!(f.call(&[2i64.into()]).unwrap().get::<i64>().unwrap(), 42);
         drop(f);
     }

@@ -189,8 +189,11 @@ fn call_custom_equal(hook: TVMFFIAny, lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> Resul
 }
 
 /// `AnyHash` of a stored or borrowed value. Fails only when a custom hook fails.
+///
+/// # Safety
+/// `v` must be a valid value: an object kind must point at a live object.
 #[inline]
-pub fn any_hash(v: &TVMFFIAny) -> Result<u64> {
+pub unsafe fn any_hash(v: &TVMFFIAny) -> Result<u64> {
     let ti = v.type_index;
     match ti {
         kTVMFFISmallStr | kTVMFFISmallBytes => {
@@ -238,8 +241,11 @@ fn same_bits(a: &TVMFFIAny, b: &TVMFFIAny) -> bool {
 }
 
 /// `AnyEqual(lhs, rhs)`. Fails only when a custom hook fails.
+///
+/// # Safety
+/// `lhs` and `rhs` must be valid values: object kinds must point at live objects.
 #[inline]
-pub fn any_equal(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> Result<bool> {
+pub unsafe fn any_equal(lhs: &TVMFFIAny, rhs: &TVMFFIAny) -> Result<bool> {
     if same_bits(lhs, rhs) {
         return Ok(true);
     }
@@ -367,7 +373,8 @@ mod tests {
     use crate::any::Any;
 
     fn h(a: &Any) -> u64 {
-        any_hash(a.raw()).unwrap()
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        unsafe { any_hash(a.raw()) }.unwrap()
     }
 
     #[test]
@@ -390,20 +397,26 @@ mod tests {
         assert_eq!(small.type_index(), kTVMFFISmallStr);
         assert_eq!(heap.type_index(), kTVMFFIStr);
         assert_eq!(h(&heap), h(&small));
-        assert!(any_equal(heap.raw(), small.raw()).unwrap());
-        assert!(any_equal(small.raw(), heap.raw()).unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(unsafe { any_equal(heap.raw(), small.raw()) }.unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(unsafe { any_equal(small.raw(), heap.raw()) }.unwrap());
         let other = Any::from("kez");
-        assert!(!any_equal(heap.raw(), other.raw()).unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(!unsafe { any_equal(heap.raw(), other.raw()) }.unwrap());
         // Bytes never equal strings of the same content.
         let b = Any::from(&b"key"[..]);
-        assert!(!any_equal(b.raw(), small.raw()).unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(!unsafe { any_equal(b.raw(), small.raw()) }.unwrap());
         assert_ne!(h(&b), h(&small));
     }
 
     #[test]
     fn pods_are_typed() {
-        assert!(!any_equal(Any::from(1i64).raw(), Any::from(1.0f64).raw()).unwrap());
-        assert!(!any_equal(Any::from(1i64).raw(), Any::from(true).raw()).unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(!unsafe { any_equal(Any::from(1i64).raw(), Any::from(1.0f64).raw()) }.unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(!unsafe { any_equal(Any::from(1i64).raw(), Any::from(true).raw()) }.unwrap());
         assert_eq!(h(&Any::from(5i64)), stable_hash_combine(1, 5));
     }
 
@@ -445,7 +458,8 @@ mod tests {
         let a = crate::bigint::any_from_words(&[0, 1]);
         let b = crate::bigint::any_from_words(&[0, 1]);
         assert!(!same_bits(a.raw(), b.raw()));
-        assert!(any_equal(a.raw(), b.raw()).unwrap());
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        assert!(unsafe { any_equal(a.raw(), b.raw()) }.unwrap());
         assert_eq!(h(&a), h(&b));
         let bytes: Vec<u8> = [0i64, 1].iter().flat_map(|w| w.to_le_bytes()).collect();
         assert_eq!(

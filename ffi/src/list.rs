@@ -4,17 +4,17 @@
 //! Rationale: a list is mutated in place through any handle (Python, C++ and Rust see the same
 //! object), so the Rust API never lends references into the buffer: reads return owned copies,
 //! and every operation re-reads the cell, which foreign code may have changed in between.
-//! Like the official List, concurrent mutation from several threads is the caller's race to
-//! prevent; the ABI has no lock.
+//! The ABI has no lock, but `ListObj` is `Sync` and mutated through `&self`, so every Rust
+//! operation holds the list's `seq::container_lock` (C and C++ callers keep the official
+//! contract: no concurrent mutation).
 
-use std::ops::Deref;
 use std::ptr;
 
 use crate::abi::{kTVMFFIList, TVMFFIObject, TVMFFISeqCell};
 use crate::any::{Any, AnyView, FromAny};
 use crate::error::{Error, Result};
-use crate::object::{make_object, ObjectRef, ObjectType};
-use crate::seq::{alloc_any_buffer, free_any_buffer, try_alloc_any_buffer, SeqObj};
+use crate::object::{new_object, ObjectRef, ObjectType};
+use crate::seq::{alloc_any_buffer, container_lock, free_any_buffer, try_alloc_any_buffer, SeqObj};
 
 /// Initial capacity of lists built from values (`ffi.List(...)`).
 pub const LIST_INIT_CAPACITY: usize = 4;
@@ -36,35 +36,50 @@ unsafe impl ObjectType for ListObj {
     }
 }
 
-// SAFETY: see the module rationale: the ABI shares lists across threads without a lock, as C++.
+// SAFETY: every Rust operation on the cell and buffer holds `container_lock` (C and C++ code
+// keeps the ABI's contract: no concurrent mutation).
 unsafe impl Send for ListObj {}
 // SAFETY: as above.
 unsafe impl Sync for ListObj {}
-
-impl Deref for ListObj {
-    type Target = SeqObj;
-    #[inline]
-    fn deref(&self) -> &SeqObj {
-        &self.0
-    }
-}
-
-/// Owning handle to an `ffi.List`.
-pub type List = ObjectRef<ListObj>;
 
 impl ListObj {
     fn cell(&self) -> *mut TVMFFISeqCell {
         self.0.cell()
     }
 
+    /// This list's lock (see `seq::container_lock`): every method holds it while it touches the
+    /// cell or the buffer, and drops removed elements only after releasing it.
+    #[inline]
+    fn lock(&self) -> parking_lot::ReentrantMutexGuard<'static, ()> {
+        container_lock(self as *const ListObj as *const TVMFFIObject)
+    }
+
     fn size(&self) -> i64 {
-        // SAFETY: reading the live object's cell.
+        // SAFETY: reading the live object's cell (callers hold the lock).
         unsafe { (*self.cell()).size }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        let _g = self.lock();
+        self.0.len()
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Allocated element slots.
+    pub fn capacity(&self) -> usize {
+        let _g = self.lock();
+        self.0.capacity()
     }
 
     /// Moves the elements into a buffer of exactly `n` slots when `n` exceeds the capacity; a
     /// MemoryError (the list unchanged) when there is no such buffer.
     pub fn reserve(&self, n: i64) -> Result<()> {
+        let _g = self.lock();
         let cell = self.cell();
         // SAFETY: the cell describes `size` initialised values; they are moved bitwise into the
         // new buffer, then the old buffer is released with its own deleter, as C++ does.
@@ -87,7 +102,7 @@ impl ListObj {
         Ok(())
     }
 
-    /// Grows (doubling, at least to fit) so that `extra` more elements fit.
+    /// Grows (doubling, at least to fit) so that `extra` more elements fit (lock held).
     fn ensure_capacity(&self, extra: i64) {
         // SAFETY: reading the live object's cell.
         let (size, cap) = unsafe { ((*self.cell()).size, (*self.cell()).capacity) };
@@ -106,28 +121,33 @@ impl ListObj {
 
     /// Element `i` (official IndexError when out of range).
     pub fn at(&self, i: i64) -> Result<Any> {
+        let _g = self.lock();
         self.0.at(i)
     }
 
     /// Element `i`, or `None` when out of range.
     pub fn get(&self, i: usize) -> Option<Any> {
-        self.0.at(i64::try_from(i).ok()?).ok()
+        self.at(i64::try_from(i).ok()?).ok()
     }
 
     /// Replaces element `i`.
     pub fn set(&self, i: i64, value: Any) -> Result<()> {
-        let n = self.size();
-        if i < 0 || i >= n {
-            return Err(Error::index_error(format!("Index {i} out of bounds {n}")));
-        }
-        // SAFETY: in bounds; the old value is dropped after the slot holds the new one.
-        let old = unsafe { ptr::replace(self.0.data_ptr().add(i as usize), value) };
+        let old = {
+            let _g = self.lock();
+            let n = self.size();
+            if i < 0 || i >= n {
+                return Err(Error::index_error(format!("Index {i} out of bounds {n}")));
+            }
+            // SAFETY: in bounds; the old value is dropped after the slot holds the new one.
+            unsafe { ptr::replace(self.0.data_ptr().add(i as usize), value) }
+        };
         drop(old);
         Ok(())
     }
 
     /// Appends `value`.
     pub fn push(&self, value: Any) {
+        let _g = self.lock();
         self.ensure_capacity(1);
         let cell = self.cell();
         // SAFETY: capacity now exceeds size; the slot past the end is free.
@@ -139,10 +159,11 @@ impl ListObj {
 
     /// Inserts `value` before position `i` (`0 <= i <= len`).
     pub fn insert(&self, i: i64, value: Any) -> Result<()> {
+        let _g = self.lock();
         self.insert_many(i, std::iter::once(value), 1)
     }
 
-    /// Inserts `count` values from `items` before position `i`.
+    /// Inserts `count` values from `items` before position `i` (lock held).
     fn insert_many(&self, i: i64, items: impl Iterator<Item = Any>, count: i64) -> Result<()> {
         if count == 0 {
             return Ok(());
@@ -180,10 +201,10 @@ impl ListObj {
         Ok(())
     }
 
-    /// Removes elements `[first, last)`.
-    pub fn erase_range(&self, first: i64, last: i64) -> Result<()> {
+    /// Moves elements `[first, last)` out (lock held); the caller drops them after unlocking.
+    fn take_range(&self, first: i64, last: i64) -> Result<Vec<Any>> {
         if first == last {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let size = self.size();
         if first < 0 || last > size || first >= last {
@@ -194,7 +215,7 @@ impl ListObj {
         let cell = self.cell();
         // SAFETY: the range is in bounds; values are moved out, the tail shifted left bitwise and
         // the size fixed before the removed values are dropped (their deleters may re-enter).
-        let removed: Vec<Any> = unsafe {
+        Ok(unsafe {
             let base = self.0.data_ptr();
             let n = (last - first) as usize;
             let mut removed = Vec::with_capacity(n);
@@ -206,6 +227,14 @@ impl ListObj {
             );
             (*cell).size -= n as i64;
             removed
+        })
+    }
+
+    /// Removes elements `[first, last)`.
+    pub fn erase_range(&self, first: i64, last: i64) -> Result<()> {
+        let removed = {
+            let _g = self.lock();
+            self.take_range(first, last)?
         };
         drop(removed);
         Ok(())
@@ -213,32 +242,39 @@ impl ListObj {
 
     /// Removes element `i`.
     pub fn remove(&self, i: i64) -> Result<()> {
+        self.pop(i).map(drop)
+    }
+
+    /// Removes and returns element `i`.
+    pub fn pop(&self, i: i64) -> Result<Any> {
+        let _g = self.lock();
         let size = self.size();
         if i < 0 || i >= size {
             return Err(Error::index_error(format!(
                 "Index {i} out of bounds {size}"
             )));
         }
-        self.erase_range(i, i + 1)
-    }
-
-    /// Removes and returns element `i`.
-    pub fn pop(&self, i: i64) -> Result<Any> {
-        let v = self.at(i)?;
-        self.remove(i)?;
-        Ok(v)
+        let mut removed = self.take_range(i, i + 1)?;
+        Ok(removed.pop().expect("one element"))
     }
 
     /// Replaces `[first, last)` by the elements of `replacement` (which may be this list).
     pub fn replace_slice(&self, first: i64, last: i64, replacement: &ListObj) -> Result<()> {
         let rep = replacement.to_vec();
-        self.erase_range(first, last)?;
-        let n = rep.len() as i64;
-        self.insert_many(first, rep.into_iter(), n)
+        let removed = {
+            let _g = self.lock();
+            let removed = self.take_range(first, last)?;
+            let n = rep.len() as i64;
+            self.insert_many(first, rep.into_iter(), n)?;
+            removed
+        };
+        drop(removed);
+        Ok(())
     }
 
     /// Reverses in place.
     pub fn reverse(&self) {
+        let _g = self.lock();
         let n = self.size() as usize;
         if n > 1 {
             // SAFETY: n initialised values; no reference into the buffer escapes.
@@ -246,14 +282,22 @@ impl ListObj {
         }
     }
 
-    /// Drops every element, keeping the buffer.
+    /// Drops every element (from the back, after unlocking), keeping the buffer.
     pub fn clear(&self) {
-        self.0.clear();
+        let mut removed = {
+            let _g = self.lock();
+            let n = self.size();
+            self.take_range(0, n).unwrap_or_default()
+        };
+        while let Some(v) = removed.pop() {
+            drop(v);
+        }
     }
 
     /// Owned copies of the elements.
     pub fn to_vec(&self) -> Vec<Any> {
-        // SAFETY: the copy is made before anything can change the list.
+        let _g = self.lock();
+        // SAFETY: the copy is made under the lock.
         unsafe { self.0.slice_unchecked() }.to_vec()
     }
 
@@ -268,6 +312,9 @@ impl ListObj {
     }
 }
 
+/// Owning handle to an `ffi.List`.
+pub type List = ObjectRef<ListObj>;
+
 impl ObjectRef<ListObj> {
     /// An empty list with room for `capacity` elements (no buffer when 0).
     pub fn with_capacity(capacity: usize) -> List {
@@ -279,7 +326,7 @@ impl ObjectRef<ListObj> {
             capacity: capacity as i64,
             data_deleter: Some(free_any_buffer),
         };
-        make_object(ListObj(SeqObj::new(header, cell)))
+        new_object(ListObj(SeqObj::new(header, cell)))
     }
 
     /// An empty list with no buffer (as the C++ `List()` constructor).

@@ -7,6 +7,7 @@
 //! updated in place, switching the object to new storage when it grows, so every holder (Python,
 //! C++, Rust) sees the change; its Rust API therefore returns owned copies only.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::ptr::NonNull;
@@ -14,9 +15,63 @@ use std::sync::atomic::Ordering;
 
 use crate::abi::{kTVMFFIDict, kTVMFFIMap};
 use crate::any::{Any, AnyView};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::map_base::{new_small, Inserted, KvPair, MapBase, RawMap, SMALL_INIT};
 use crate::object::{ObjectRef, ObjectType, INITIAL_REF_COUNT};
+use crate::seq::container_lock;
+
+/// Most nested key lookups tracked per thread; deeper nesting refuses every Dict mutation.
+const MAX_TRACKED_LOOKUPS: usize = 16;
+
+thread_local! {
+    /// Dicts whose key lookup (which may call `__any_hash__` / `__any_equal__` hooks, i.e. user
+    /// code) is running on this thread, innermost last; no destructor (checklist 13).
+    static LOOKUPS: Cell<([usize; MAX_TRACKED_LOOKUPS], usize)> =
+        const { Cell::new(([0; MAX_TRACKED_LOOKUPS], 0)) };
+}
+
+/// Marks a dict as being searched on this thread until dropped. A key hook that mutated the
+/// dict being searched would free the keys and storage the search is reading.
+pub struct LookupGuard(());
+
+impl LookupGuard {
+    /// Marks `map` (a Dict or Map object) as being searched.
+    pub fn enter(map: *const MapBase) -> LookupGuard {
+        LOOKUPS.with(|c| {
+            let (mut stack, depth) = c.get();
+            if depth < MAX_TRACKED_LOOKUPS {
+                stack[depth] = map as usize;
+            }
+            c.set((stack, depth + 1));
+        });
+        LookupGuard(())
+    }
+
+    /// A RuntimeError when a lookup of `map` is running on this thread (mutating it now would
+    /// pull the storage from under that lookup).
+    pub fn check_mutable(map: *const MapBase, op: &str) -> Result<()> {
+        let busy = LOOKUPS.with(|c| {
+            let (stack, depth) = c.get();
+            depth > MAX_TRACKED_LOOKUPS || stack[..depth].contains(&(map as usize))
+        });
+        if busy {
+            return Err(Error::runtime_error(format!(
+                "ffi.Dict {op}: the dict is being searched (a key's __any_hash__ / __any_equal__ \
+                 hook tried to modify it)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LookupGuard {
+    fn drop(&mut self) {
+        LOOKUPS.with(|c| {
+            let (stack, depth) = c.get();
+            c.set((stack, depth.saturating_sub(1)));
+        });
+    }
+}
 
 macro_rules! map_kind {
     ($(#[$doc:meta])* $obj:ident, $key:literal, $index:ident) => {
@@ -53,9 +108,16 @@ macro_rules! map_kind {
                 unsafe { RawMap::from_ptr(self.as_ptr() as *mut MapBase) }
             }
 
+            /// This container's lock (see `seq::container_lock`).
+            #[inline]
+            fn lock(&self) -> parking_lot::ReentrantMutexGuard<'static, ()> {
+                container_lock(self.as_raw())
+            }
+
             /// Number of entries.
             #[inline]
             pub fn len(&self) -> usize {
+                let _g = self.lock();
                 self.raw_map().size() as usize
             }
 
@@ -72,13 +134,17 @@ macro_rules! map_kind {
 
             /// The storage layout: `(small, slots)` (`slots` without the tag bit).
             pub fn layout(&self) -> (bool, u64) {
+                let _g = self.lock();
                 let m = self.raw_map();
                 (m.is_small(), m.num_slots())
             }
 
             /// Whether `key` is present.
             pub fn contains_key(&self, key: AnyView<'_>) -> Result<bool> {
-                Ok(self.raw_map().find(key.raw())?.is_some())
+                let _g = self.lock();
+                let m = self.raw_map();
+                let _l = LookupGuard::enter(m.as_ptr());
+                Ok(m.find(key.raw())?.is_some())
             }
         }
 
@@ -215,7 +281,9 @@ fn owned(v: AnyView<'_>) -> Any {
 impl ObjectRef<DictObj> {
     /// An owned copy of the value of `key`.
     pub fn get(&self, key: AnyView<'_>) -> Result<Option<Any>> {
+        let _g = self.lock();
         let m = self.raw_map();
+        let _l = LookupGuard::enter(m.as_ptr());
         Ok(m.find(key.raw())?.map(|pos| {
             // SAFETY: a valid position; the value is copied before anything can change.
             owned(unsafe { AnyView::from_raw((*m.kv_at(pos)).value) })
@@ -224,7 +292,10 @@ impl ObjectRef<DictObj> {
 
     /// Sets `key` to `value` in place (every holder sees the change).
     pub fn insert(&self, key: Any, value: Any) -> Result<()> {
+        let _g = self.lock();
         let m = self.raw_map();
+        LookupGuard::check_mutable(m.as_ptr(), "insert")?;
+        let _l = LookupGuard::enter(m.as_ptr());
         if let Inserted::Grown(g) = m.insert(pair(key, value))? {
             m.inplace_switch_to(g);
         }
@@ -233,16 +304,27 @@ impl ObjectRef<DictObj> {
 
     /// Removes `key` in place; whether it was present.
     pub fn remove(&self, key: AnyView<'_>) -> Result<bool> {
-        self.raw_map().erase(key.raw())
+        let _g = self.lock();
+        let m = self.raw_map();
+        LookupGuard::check_mutable(m.as_ptr(), "remove")?;
+        let _l = LookupGuard::enter(m.as_ptr());
+        m.erase(key.raw())
     }
 
-    /// Drops every entry in place (the layout and capacity stay).
+    /// Drops every entry in place (the layout and capacity stay). Panics when called from a
+    /// key hook of a lookup of this dict (see [`LookupGuard`]).
     pub fn clear(&self) {
-        self.raw_map().clear();
+        let _g = self.lock();
+        let m = self.raw_map();
+        if let Err(e) = LookupGuard::check_mutable(m.as_ptr(), "clear") {
+            panic!("{}", e.message());
+        }
+        m.clear();
     }
 
     /// Owned copies of the entries, in iteration order.
     pub fn to_vec(&self) -> Vec<(Any, Any)> {
+        let _g = self.lock();
         let m = self.raw_map();
         let mut out = Vec::with_capacity(m.size() as usize);
         let mut pos = m.begin();

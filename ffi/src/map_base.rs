@@ -25,7 +25,7 @@ use crate::abi::{
 };
 use crate::error::{Error, Result};
 use crate::hash::{any_equal, any_hash};
-use crate::object::{dec_ref, inc_ref, make_object_with_extra, ObjectRef, ObjectType};
+use crate::object::{dec_ref, inc_ref, new_object_with_extra, ObjectRef, ObjectType};
 
 /// Bit 63 of `slots_` marks the small layout.
 pub const SMALL_TAG: u64 = 1 << 63;
@@ -248,8 +248,11 @@ unsafe impl Send for MapBase {}
 unsafe impl Sync for MapBase {}
 
 /// A new reference to a stored value.
+///
+/// # Safety
+/// `v` must be a valid value: an object kind must point at a live object.
 #[inline]
-pub fn clone_raw(v: &TVMFFIAny) -> TVMFFIAny {
+pub unsafe fn clone_raw(v: &TVMFFIAny) -> TVMFFIAny {
     if v.type_index >= kTVMFFIStaticObjectBegin {
         // SAFETY: stored object values hold a live reference.
         unsafe { inc_ref(v.value.v_obj) };
@@ -289,7 +292,7 @@ unsafe extern "C" fn map_deleter(obj: *mut c_void, flags: c_int) {
         unsafe { RawMap::from_ptr(obj as *mut MapBase).destroy() };
     }
     if flags & kTVMFFIObjectDeleterFlagBitMaskWeak != 0 {
-        // SAFETY: the block came from `malloc` in `make_object_with_extra`.
+        // SAFETY: the block came from `malloc` in `new_object_with_extra`.
         unsafe { libc::free(obj) };
     }
 }
@@ -455,14 +458,17 @@ impl RawMap {
         // SAFETY: i < size: an initialised pair.
         let kv = unsafe { &*self.pair(i) };
         KvPair {
-            key: clone_raw(&kv.key),
-            value: clone_raw(&kv.value),
+            // SAFETY: the values are stored in, or borrowed from, live objects.
+            key: unsafe { clone_raw(&kv.key) },
+            // SAFETY: the values are stored in, or borrowed from, live objects.
+            value: unsafe { clone_raw(&kv.value) },
         }
     }
 
     fn small_find(self, key: &TVMFFIAny) -> Result<Option<u64>> {
         for i in 0..self.len() {
-            if any_equal(self.pair_key(i), key)? {
+            // SAFETY: the values are stored in, or borrowed from, live objects.
+            if unsafe { any_equal(self.pair_key(i), key) }? {
                 return Ok(Some(i));
             }
         }
@@ -666,7 +672,8 @@ impl RawMap {
 
     /// The slot whose chain link points at `i` (`i` must not be a chain head).
     fn find_prev(self, i: u64) -> Result<u64> {
-        let mut prev = self.bucket(any_hash(self.item_key(i))?);
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        let mut prev = self.bucket(unsafe { any_hash(self.item_key(i)) }?);
         for _ in 0..=self.num_slots() {
             match self.chain_next(prev, self.meta(prev)) {
                 Some(n) if n == i => return Ok(prev),
@@ -683,12 +690,14 @@ impl RawMap {
         if self.len() == 0 {
             return Ok(None);
         }
-        let mut i = self.bucket(any_hash(key)?);
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        let mut i = self.bucket(unsafe { any_hash(key) }?);
         if !Self::is_head_meta(self.meta(i)) {
             return Ok(None);
         }
         loop {
-            if any_equal(key, self.item_key(i))? {
+            // SAFETY: the values are stored in, or borrowed from, live objects.
+            if unsafe { any_equal(key, self.item_key(i)) }? {
                 return Ok(Some(i));
             }
             match self.chain_next(i, self.meta(i)) {
@@ -772,7 +781,8 @@ impl RawMap {
         let mut tail = head;
         let mut cur = Some(head);
         while let Some(i) = cur {
-            if any_equal(key, self.item_key(i))? {
+            // SAFETY: the values are stored in, or borrowed from, live objects.
+            if unsafe { any_equal(key, self.item_key(i)) }? {
                 self.list_unlink(i);
                 return Ok(Placed::Existing(i));
             }
@@ -908,7 +918,8 @@ impl RawMap {
 
     /// The official dense insertion, rehashing into a table of twice the slots when needed.
     fn dense_insert(self, kv: KvPair) -> Result<Inserted> {
-        let placed = any_hash(&kv.key).and_then(|h| self.try_insert(&kv.key, h));
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        let placed = unsafe { any_hash(&kv.key) }.and_then(|h| self.try_insert(&kv.key, h));
         match placed {
             Ok(Placed::New(i)) => {
                 // SAFETY: slot i was just written with a None value; the key moved in.
@@ -960,8 +971,10 @@ impl RawMap {
             // SAFETY: occupied slot on the iteration list.
             let kv = unsafe { &(*self.item(i)).kv };
             let copy = KvPair {
-                key: clone_raw(&kv.key),
-                value: clone_raw(&kv.value),
+                // SAFETY: the values are stored in, or borrowed from, live objects.
+                key: unsafe { clone_raw(&kv.key) },
+                // SAFETY: the values are stored in, or borrowed from, live objects.
+                value: unsafe { clone_raw(&kv.value) },
             };
             if let Inserted::Grown(g) = RawMap::of_owned(&target).dense_insert(copy)? {
                 target = g;
@@ -1171,8 +1184,10 @@ impl RawMap {
                     i,
                     m,
                     KvPair {
-                        key: clone_raw(&src.kv.key),
-                        value: clone_raw(&src.kv.value),
+                        // SAFETY: the values are stored in, or borrowed from, live objects.
+                        key: unsafe { clone_raw(&src.kv.key) },
+                        // SAFETY: the values are stored in, or borrowed from, live objects.
+                        value: unsafe { clone_raw(&src.kv.value) },
                     },
                 );
                 o.set_links(i, src.prev, src.next);
@@ -1213,6 +1228,11 @@ fn drop_pair(kv: KvPair) {
 
 /// A new, empty small map of kind `type_index` with room for `max(n, 2)` pairs in place.
 pub fn new_small(type_index: i32, n: u64) -> ObjectRef<MapBase> {
+    // The header index decides what downcasts (and foreign code) take the object for.
+    assert!(
+        type_index == kTVMFFIMap || type_index == kTVMFFIDict,
+        "map storage must be an ffi.Map (72) or ffi.Dict (76), got type index {type_index}"
+    );
     let n = n.max(SMALL_INIT);
     let base = MapBase {
         header: TVMFFIObject::with_index::<MapBase>(type_index),
@@ -1223,7 +1243,7 @@ pub fn new_small(type_index: i32, n: u64) -> ObjectRef<MapBase> {
             data_deleter: None,
         }),
     };
-    let (obj, tail) = make_object_with_extra(base, n as usize * std::mem::size_of::<KvPair>());
+    let (obj, tail) = new_object_with_extra(base, n as usize * std::mem::size_of::<KvPair>());
     // SAFETY: fresh object we own alone; the pairs start right after the base.
     unsafe {
         (*obj.as_ptr()).header.deleter = Some(map_deleter);
@@ -1234,7 +1254,17 @@ pub fn new_small(type_index: i32, n: u64) -> ObjectRef<MapBase> {
 
 /// A new, empty dense map of kind `type_index` with `slots` slots (all empty).
 pub fn new_dense(type_index: i32, fib_shift: u32, slots: u64) -> ObjectRef<MapBase> {
-    debug_assert!(slots & SMALL_TAG == 0);
+    // The header index decides what downcasts (and foreign code) take the object for.
+    assert!(
+        type_index == kTVMFFIMap || type_index == kTVMFFIDict,
+        "map storage must be an ffi.Map (72) or ffi.Dict (76), got type index {type_index}"
+    );
+    // Buckets are `FIB_MUL * hash >> fib_shift`, used as slot indices without reduction.
+    assert!(
+        slots.is_power_of_two() && u64::from(fib_shift) + u64::from(slots.trailing_zeros()) == 64,
+        "dense map: {slots} slots need fib_shift {}, got {fib_shift}",
+        64 - slots.trailing_zeros().min(64)
+    );
     let n_blocks = slots.div_ceil(BLOCK_CAP) as usize;
     let bytes = n_blocks
         .checked_mul(BLOCK_BYTES)
@@ -1257,7 +1287,7 @@ pub fn new_dense(type_index: i32, fib_shift: u32, slots: u64) -> ObjectRef<MapBa
             data_deleter: Some(free_blocks),
         }),
     };
-    let (obj, tail) = make_object_with_extra(base, std::mem::size_of::<DenseFields>());
+    let (obj, tail) = new_object_with_extra(base, std::mem::size_of::<DenseFields>());
     // SAFETY: fresh object we own alone; the dense fields follow the base.
     unsafe {
         (*obj.as_ptr()).header.deleter = Some(map_deleter);

@@ -111,10 +111,18 @@ fn alloc_raw(size: usize, align: usize) -> *mut u8 {
 }
 
 /// Places `value` in a fresh block with `extra` bytes after it and returns the owning handle and a
-/// pointer to the extra bytes (uninitialised, aligned to 8).
-pub fn make_object_with_extra<T: ObjectType>(value: T, extra: usize) -> (ObjectRef<T>, *mut u8) {
+/// pointer to the extra bytes (uninitialised, aligned to 8). Crate-internal: every caller here
+/// builds the header with `TVMFFIObject::new`/`with_index` for the right type and fills the
+/// payload's pointers itself; outside the crate this is [`make_object_with_extra`] (unsafe).
+pub(crate) fn new_object_with_extra<T: ObjectType>(
+    value: T,
+    extra: usize,
+) -> (ObjectRef<T>, *mut u8) {
     let base = std::mem::size_of::<T>().next_multiple_of(8);
-    let p = alloc_raw(base + extra, std::mem::align_of::<T>()) as *mut T;
+    let total = base
+        .checked_add(extra)
+        .expect("object size overflows usize");
+    let p = alloc_raw(total, std::mem::align_of::<T>()) as *mut T;
     // SAFETY: p is a fresh block of at least size_of::<T>() bytes with T's alignment.
     unsafe { p.write(value) };
     // SAFETY: non-null (alloc_raw aborts otherwise) and initialised above.
@@ -124,9 +132,34 @@ pub fn make_object_with_extra<T: ObjectType>(value: T, extra: usize) -> (ObjectR
     (obj, tail)
 }
 
+/// Places `value` in a fresh block and returns the owning handle (crate-internal, see
+/// [`new_object_with_extra`]).
+pub(crate) fn new_object<T: ObjectType>(value: T) -> ObjectRef<T> {
+    new_object_with_extra(value, 0).0
+}
+
+/// Places `value` in a fresh block with `extra` bytes after it and returns the owning handle and a
+/// pointer to the extra bytes (uninitialised, aligned to 8).
+///
+/// # Safety
+/// `value.header` must be a fresh header made by `TVMFFIObject::new::<T>()` (or `with_index::<T>`
+/// with an index whose instances have `T`'s layout), and every field of `value` must satisfy
+/// the invariants `T`'s safe methods rely on (e.g. the cell of an `ffi.String` or `ffi.Shape`
+/// must describe memory that lives as long as the object). Downcasts trust the header's type
+/// index, and `ObjectRef<T>`'s methods trust the payload.
+pub unsafe fn make_object_with_extra<T: ObjectType>(
+    value: T,
+    extra: usize,
+) -> (ObjectRef<T>, *mut u8) {
+    new_object_with_extra(value, extra)
+}
+
 /// Places `value` in a fresh block and returns the owning handle.
-pub fn make_object<T: ObjectType>(value: T) -> ObjectRef<T> {
-    make_object_with_extra(value, 0).0
+///
+/// # Safety
+/// As for [`make_object_with_extra`].
+pub unsafe fn make_object<T: ObjectType>(value: T) -> ObjectRef<T> {
+    new_object_with_extra(value, 0).0
 }
 
 /// Adds one strong reference.
@@ -474,7 +507,7 @@ mod tests {
 
     fn probe() -> (ObjectRef<Probe>, Arc<AtomicUsize>) {
         let drops = Arc::new(AtomicUsize::new(0));
-        let obj = make_object(Probe {
+        let obj = new_object(Probe {
             header: TVMFFIObject::new::<Probe>(),
             drops: drops.clone(),
         });

@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 
 use crate::abi::{kTVMFFIOpaquePyObject, TVMFFIObject, TVMFFIOpaqueObjectCell};
-use crate::object::{make_object, ObjectRef, ObjectType};
+use crate::object::{new_object, ObjectRef, ObjectType};
 
 /// Payload of an opaque object: the public cell, then the deleter that releases `handle`.
 #[repr(C)]
@@ -46,8 +46,14 @@ pub type Opaque = ObjectRef<OpaqueObj>;
 
 impl ObjectRef<OpaqueObj> {
     /// Wraps `handle`; `deleter(handle)` runs when the object is destroyed.
-    pub fn new(handle: *mut c_void, deleter: Option<unsafe extern "C" fn(*mut c_void)>) -> Opaque {
-        make_object(OpaqueObj {
+    ///
+    /// # Safety
+    /// `deleter`, if any, must accept `handle` exactly once, from any thread.
+    pub unsafe fn new(
+        handle: *mut c_void,
+        deleter: Option<unsafe extern "C" fn(*mut c_void)>,
+    ) -> Opaque {
+        new_object(OpaqueObj {
             header: TVMFFIObject::new::<OpaqueObj>(),
             cell: TVMFFIOpaqueObjectCell { handle },
             deleter,

@@ -21,6 +21,27 @@ use crate::abi::{TVMFFIAny, TVMFFIObject, TVMFFISeqCell};
 use crate::any::Any;
 use crate::error::{Error, Result};
 
+/// The lock that serialises the Rust-side operations on mutable containers (`ffi.List`,
+/// `ffi.Dict`): both are `Sync` and mutated through `&self`, and the ABI leaves no room for a
+/// lock in the object (foreign code shares the layout). One lock for every container, not one
+/// per address stripe: a key lookup holds it while `__any_hash__`/`__any_equal__` hooks (user
+/// code) run, and those may read other containers; with several locks two threads could take
+/// two of them in opposite orders and deadlock. Reentrant: an element's destructor or a key hook
+/// running inside an operation may use containers on the same thread. The cost is that
+/// container operations on different threads run one at a time (each is short: the lock is
+/// never held while removed elements are dropped), and that a key hook must not wait for
+/// another thread that uses a container.
+static CONTAINER_LOCK: parking_lot::ReentrantMutex<()> = parking_lot::const_reentrant_mutex(());
+
+/// Holds the container lock (see `CONTAINER_LOCK`) for an operation on the container at `obj`.
+/// Every Rust operation that reads or writes the storage of a List or Dict that other threads
+/// may share takes it; C and C++ callers keep the ABI's contract (no concurrent mutation).
+#[inline]
+pub fn container_lock(obj: *const TVMFFIObject) -> parking_lot::ReentrantMutexGuard<'static, ()> {
+    let _ = obj;
+    CONTAINER_LOCK.lock()
+}
+
 /// Payload layout of both sequence types: the header and the cell.
 #[repr(C)]
 pub struct SeqObj {

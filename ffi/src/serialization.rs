@@ -246,10 +246,12 @@ enum Visit {
 
 impl GraphWriter {
     fn lookup(&self, v: &Any) -> Result<Option<i64>> {
-        let h = any_hash(v.raw())?;
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        let h = unsafe { any_hash(v.raw()) }?;
         if let Some(bucket) = self.index.get(&h) {
             for (k, i) in bucket {
-                if any_equal(k.raw(), v.raw())? {
+                // SAFETY: the values are stored in, or borrowed from, live objects.
+                if unsafe { any_equal(k.raw(), v.raw()) }? {
                     return Ok(Some(*i));
                 }
             }
@@ -260,7 +262,8 @@ impl GraphWriter {
     fn add_node(&mut self, v: &Any, node: Map) -> Result<i64> {
         let i = self.nodes.len() as i64;
         self.nodes.push(Any::from(node));
-        let h = any_hash(v.raw())?;
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        let h = unsafe { any_hash(v.raw()) }?;
         self.index.entry(h).or_default().push((v.clone(), i));
         Ok(i)
     }

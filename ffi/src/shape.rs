@@ -3,7 +3,7 @@
 use std::ptr;
 
 use crate::abi::{kTVMFFIShape, TVMFFIObject, TVMFFIShapeCell};
-use crate::object::{make_object_with_extra, ObjectRef, ObjectType};
+use crate::object::{new_object_with_extra, ObjectRef, ObjectType};
 
 /// Payload of `ffi.Shape`.
 #[repr(C)]
@@ -49,7 +49,7 @@ impl ObjectRef<ShapeObj> {
     /// A new shape holding a copy of `dims`.
     pub fn new(dims: &[i64]) -> Shape {
         let n = dims.len();
-        let (obj, tail) = make_object_with_extra(
+        let (obj, tail) = new_object_with_extra(
             ShapeObj {
                 header: TVMFFIObject::new::<ShapeObj>(),
                 cell: TVMFFIShapeCell {

@@ -11,7 +11,7 @@ use crate::abi::{
     kTVMFFIBytes, kTVMFFISmallBytes, kTVMFFISmallStr, kTVMFFIStr, TVMFFIAny, TVMFFIAnyValue,
     TVMFFIByteArray, TVMFFIObject,
 };
-use crate::object::{make_object_with_extra, ObjectRef, ObjectType};
+use crate::object::{new_object_with_extra, ObjectRef, ObjectType};
 
 /// Longest content stored inline in an Any (`sizeof(int64) - 1`).
 pub const MAX_SMALL_LEN: usize = 7;
@@ -63,7 +63,7 @@ macro_rules! bytes_like_object {
             /// A new heap object holding a copy of `content`, NUL-terminated in place.
             pub fn from_content(content: &[u8]) -> Self {
                 let len = content.len();
-                let (obj, tail) = make_object_with_extra(
+                let (obj, tail) = new_object_with_extra(
                     $obj {
                         header: TVMFFIObject::new::<$obj>(),
                         bytes: TVMFFIByteArray { data: ptr::null(), size: len },

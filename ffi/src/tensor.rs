@@ -11,7 +11,7 @@ use std::ptr;
 use crate::abi::*;
 use crate::any::{AnyView, FromAny};
 use crate::error::{Error, Result};
-use crate::object::{dec_ref, make_object_with_extra, Object, ObjectRef, ObjectType};
+use crate::object::{dec_ref, new_object_with_extra, Object, ObjectRef, ObjectType};
 
 enum Owner {
     /// A legacy DLPack producer; its deleter runs when the tensor dies.
@@ -193,7 +193,7 @@ fn build(dl: DLTensor, owner: Owner, copy_shape: bool) -> Tensor {
         None
     };
     let shape_copy = copy_shape.then(|| shape.to_vec());
-    let (obj, tail) = make_object_with_extra(
+    let (obj, tail) = new_object_with_extra(
         TensorObj {
             header: TVMFFIObject::new::<TensorObj>(),
             dl_tensor: dl,
@@ -293,7 +293,12 @@ impl ObjectRef<TensorObj> {
     }
 
     /// A tensor over memory that `owner` keeps alive (dropped when the tensor dies).
-    pub fn from_owned_memory(
+    ///
+    /// # Safety
+    /// `data + byte_offset` must address, on `device`, every element that `shape`/`strides`
+    /// (compact when `None`) and `dtype` describe, for as long as `owner` lives. Every consumer
+    /// of tensors (the runtime's functions and ops, DLPack importers) trusts this metadata.
+    pub unsafe fn from_owned_memory(
         data: *mut c_void,
         device: DLDevice,
         dtype: DLDataType,
@@ -319,7 +324,11 @@ impl ObjectRef<TensorObj> {
     /// into the new object), so `x = view_of(x)` in a loop keeps no chain of intermediate views
     /// alive and releasing the last view does not recurse once per link (which overflowed the
     /// stack after ~10^5 links).
-    pub fn view_with(
+    ///
+    /// # Safety
+    /// Every element the new `data`/`shape`/`strides`/`byte_offset` describe must lie in the
+    /// storage `self` keeps alive.
+    pub unsafe fn view_with(
         &self,
         data: *mut c_void,
         shape: &[i64],

@@ -569,12 +569,22 @@ pub fn is_instance_of(index: i32, target: i32) -> bool {
 }
 
 /// `TVMFFITypeRegisterMetadata`.
-pub fn register_metadata(index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+///
+/// # Safety
+/// As for [`TypeSink`]: the metadata (size, creator) must be true of the type.
+pub unsafe fn register_metadata(index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
     TABLE.register_metadata(index, meta)
 }
 
 /// Where type registrations go: the global table, or the table under construction while its
 /// initialiser registers the library's own types (which must not re-enter the global).
+///
+/// # Safety
+/// The `register_*` methods are unsafe: what they register is trusted by every consumer of the
+/// type table (field getters and setters read and write at the registered offsets, creators and
+/// native `__any_hash__`/`__any_equal__` hooks are called, values are read as valid Anys).
+/// Callers must pass descriptions that are true of the type, values that are valid `TVMFFIAny`s
+/// (live objects), and function pointers with the documented signatures.
 pub trait TypeSink {
     /// Allocates (or finds) the index of `key` (spec §3.2).
     fn alloc_index(
@@ -587,13 +597,25 @@ pub trait TypeSink {
         parent_index: i32,
     ) -> Result<i32>;
     /// `TVMFFITypeRegisterMetadata`.
-    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()>;
+    ///
+    /// # Safety
+    /// See the trait: the description must be true of the type.
+    unsafe fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()>;
     /// `TVMFFITypeRegisterField`.
-    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()>;
+    ///
+    /// # Safety
+    /// See the trait: the description must be true of the type.
+    unsafe fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()>;
     /// `TVMFFITypeRegisterMethod`.
-    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()>;
+    ///
+    /// # Safety
+    /// See the trait: the description must be true of the type.
+    unsafe fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()>;
     /// `TVMFFITypeRegisterAttr`.
-    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()>;
+    ///
+    /// # Safety
+    /// See the trait: the description must be true of the type.
+    unsafe fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()>;
 }
 
 /// The process-wide type table as a [`TypeSink`].
@@ -618,16 +640,16 @@ impl TypeSink for GlobalTypes {
             parent_index,
         )
     }
-    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+    unsafe fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
         TABLE.register_metadata(index, meta)
     }
-    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+    unsafe fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
         TABLE.register_field(index, info)
     }
-    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+    unsafe fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
         TABLE.register_method(index, info)
     }
-    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+    unsafe fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
         TABLE.register_attr(index, name, value)
     }
 }
@@ -653,32 +675,43 @@ impl TypeSink for Table {
             parent_index,
         )
     }
-    fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
+    unsafe fn register_metadata(&self, index: i32, meta: &TVMFFITypeMetadata) -> Result<()> {
         Table::register_metadata(self, index, meta)
     }
-    fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+    unsafe fn register_field(&self, index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
         Table::register_field(self, index, info)
     }
-    fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+    unsafe fn register_method(&self, index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
         Table::register_method(self, index, info)
     }
-    fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+    unsafe fn register_attr(&self, index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
         Table::register_attr(self, index, name, value)
     }
 }
 
 /// `TVMFFITypeRegisterField`: copies the description, owning its strings, default and setter.
-pub fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+///
+/// # Safety
+/// As for [`TypeSink`]: offset, size, getter and setter must be true of the type.
+pub unsafe fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
     TABLE.register_field(index, info)
 }
 
 /// `TVMFFITypeRegisterMethod`: copies the description and retains the method.
-pub fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+///
+/// # Safety
+/// As for [`TypeSink`]: `info.method` must be a valid value.
+pub unsafe fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
     TABLE.register_method(index, info)
 }
 
 /// `TVMFFITypeRegisterAttr`: column `name`, entry `index` = an owned copy of `value`.
-pub fn register_attr(index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
+///
+/// # Safety
+/// As for [`TypeSink`]: `value` must be a valid value, and an entry of a column the library
+/// calls (`__any_hash__`, `__any_equal__`, `__ffi_init__`, ...) a function of its documented
+/// signature.
+pub unsafe fn register_attr(index: i32, name: &str, value: &TVMFFIAny) -> Result<()> {
     TABLE.register_attr(index, name, value)
 }
 
@@ -893,8 +926,10 @@ mod tests {
             default_value_or_factory: TVMFFIAny::NONE,
             field_static_type_index: kTVMFFIInt,
         };
-        register_field(ti, &field).unwrap();
-        let err = register_field(ti, &field).unwrap_err();
+        // SAFETY: a plain int64 field at 24, no getter (the table is only inspected).
+        unsafe { register_field(ti, &field) }.unwrap();
+        // SAFETY: as above.
+        let err = unsafe { register_field(ti, &field) }.unwrap_err();
         assert!(err
             .message()
             .contains("field `x` is already registered on type `tt.Fields`"));
@@ -909,6 +944,7 @@ mod tests {
             assert_eq!(byte_array_str(&e.fields()[0].doc), "the x");
             assert!(e.fields()[0].metadata.data.is_null());
         }
-        assert!(register_field(i32::MAX, &field).is_err());
+        // SAFETY: as above.
+        assert!(unsafe { register_field(i32::MAX, &field) }.is_err());
     }
 }

@@ -237,7 +237,8 @@ pub unsafe extern "C" fn TVMFFIEnvRegisterCAPI(name: *const c_char, symbol: *mut
     guard(|| {
         // SAFETY: the caller passes a NUL-terminated name.
         let name = unsafe { c_str_arg(name, "TVMFFIEnvRegisterCAPI", "name") }?;
-        env::register_capi(name, symbol)
+        // SAFETY: the host registers its own functions under their names (c_env_api.h).
+        unsafe { env::register_capi(name, symbol) }
     })
 }
 
@@ -286,7 +287,8 @@ pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(
     if !name.is_null() {
         // SAFETY: the caller passes a NUL-terminated name.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-        env::register_system_lib_symbol(&name, symbol);
+        // SAFETY: the C caller passes a symbol of its own code (c_env_api.h).
+        unsafe { env::register_system_lib_symbol(&name, symbol) };
     }
     0
 }

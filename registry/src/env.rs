@@ -206,7 +206,12 @@ static PY_GIL_ENSURE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 static PY_GIL_RELEASE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 /// `TVMFFIEnvRegisterCAPI`: accepts the three Python entry points the official package registers.
-pub fn register_capi(name: &str, f: *mut c_void) -> Result<()> {
+///
+/// # Safety
+/// `f` must be NULL or the named function of the host (`int (*)(void)` for
+/// `PyErr_CheckSignals`, `void* (*)(void)` / `void (*)(void*)` for the GIL pair): `check_signals`
+/// calls it.
+pub unsafe fn register_capi(name: &str, f: *mut c_void) -> Result<()> {
     let slot = match name {
         "PyErr_CheckSignals" => &PY_CHECK_SIGNALS,
         "PyGILState_Ensure" => &PY_GIL_ENSURE,
@@ -332,7 +337,11 @@ pub static SYSTEM_LIB_SYMBOLS: LazyLock<Mutex<HashMap<String, usize>>> =
     LazyLock::new(Default::default);
 
 /// `TVMFFIEnvModRegisterSystemLibSymbol`: stores the symbol; warns when an address changes.
-pub fn register_system_lib_symbol(name: &str, sym: *mut c_void) {
+///
+/// # Safety
+/// `sym` must stay valid for the process; a `__tvm_ffi_<name>` symbol must be a packed function
+/// (`TVMFFISafeCallType`) that accepts a NULL handle: the system library calls it.
+pub unsafe fn register_system_lib_symbol(name: &str, sym: *mut c_void) {
     let mut m = SYSTEM_LIB_SYMBOLS.lock();
     if let Some(&old) = m.get(name) {
         if old != sym as usize {

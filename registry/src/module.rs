@@ -122,11 +122,14 @@ pub type Module = ObjectRef<ModuleObj>;
 pub(crate) fn register_reflection() -> Result<()> {
     use anyffi::abi::{kTVMFFIArray, kTVMFFISEqHashKindUnsupported};
     use anyffi::reflection::{Accessor, FieldDef, TypeDef};
-    TypeDef::new(
-        &anyffi::type_table::GlobalTypes,
-        kTVMFFIModule,
-        ModuleObj::TYPE_KEY,
-    )
+    // SAFETY: the C++ `ModuleObj` layout, which `ModuleObj` mirrors; fields described below.
+    unsafe {
+        TypeDef::new(
+            &anyffi::type_table::GlobalTypes,
+            kTVMFFIModule,
+            ModuleObj::TYPE_KEY,
+        )
+    }
     .metadata(48, kTVMFFISEqHashKindUnsupported, None)?
     .field(FieldDef::new(
         "imports_",
@@ -307,10 +310,11 @@ impl ModuleObj {
         }
         // SAFETY: exported packed functions have the safe-call signature.
         let call: TVMFFISafeCallType = unsafe { std::mem::transmute(sym) };
-        Ok(Some(Function::from_symbol(
-            call,
-            self.strong_ref().upcast(),
-        )))
+        // SAFETY: the symbol is an exported packed function of a library that stays loaded
+        // (never closed) while `self` lives.
+        Ok(Some(unsafe {
+            Function::from_symbol(call, self.strong_ref().upcast())
+        }))
     }
 
     /// `own(self)`, else (with `query_imports`) the first `Some` of `own` over the imports,

@@ -471,7 +471,8 @@ fn ffi_tensor_objects_work_too() {
             bits: 32,
             lanes: 1,
         };
-        Tensor::from_owned_memory(data, dev, dt, &shape, None, 0, Box::new(vals))
+        // SAFETY: `vals` holds the 6 f32s of shape (2, 3) at `data` and lives with the tensor.
+        unsafe { Tensor::from_owned_memory(data, dev, dt, &shape, None, 0, Box::new(vals)) }
     };
     let (a, b, c) = (mk(vec![1.0; 6]), mk(vec![2.0; 6]), mk(vec![0.0; 6]));
     call(

@@ -222,32 +222,32 @@ fn tensor_storage_is_not_free_device_memory() {
 fn borrowed_dltensor_arguments() {
     let src = arange_i64(&[2, 3]);
     let dst = empty(&[2, 3], i64_dtype(), cpu());
-    let src_dl = &src.dl_tensor as *const DLTensor as *mut DLTensor;
-    let dst_dl = &dst.dl_tensor as *const DLTensor as *mut DLTensor;
-    ok(
-        "runtime.copy_",
-        &[AnyView::from(dst_dl), AnyView::from(src_dl)],
-    );
+    // SAFETY: `src` and `dst` outlive every use of these views below.
+    let src_dl =
+        unsafe { AnyView::from_dltensor_ptr(&src.dl_tensor as *const DLTensor as *mut DLTensor) };
+    // SAFETY: as above.
+    let dst_dl =
+        unsafe { AnyView::from_dltensor_ptr(&dst.dl_tensor as *const DLTensor as *mut DLTensor) };
+    ok("runtime.copy_", &[dst_dl, src_dl]);
     assert_eq!(read_i64(&dst), (0..6).collect::<Vec<_>>());
     // A borrowed view gets a fresh copy from contiguous()/to_device().
-    let c = ok("runtime.contiguous", &[AnyView::from(src_dl)])
-        .get::<Tensor>()
-        .unwrap();
+    let c = ok("runtime.contiguous", &[src_dl]).get::<Tensor>().unwrap();
     assert!(!c.same_as(&src));
     assert_eq!(read_i64(&c), (0..6).collect::<Vec<_>>());
     // A non-empty DLTensor without memory is a ValueError, not a crash.
     let mut null_dl = src.dl_tensor;
     null_dl.data = std::ptr::null_mut();
-    let null_p = &mut null_dl as *mut DLTensor;
+    // SAFETY: `null_dl` (shape and strides from `src`) outlives the calls below.
+    let null_p = unsafe { AnyView::from_dltensor_ptr(&mut null_dl as *mut DLTensor) };
     err(
         "runtime.copy_",
-        &[AnyView::from(dst_dl), AnyView::from(null_p)],
+        &[dst_dl, null_p],
         "ValueError",
         &["runtime.copy_", "`src` has NULL data"],
     );
     err(
         "runtime.contiguous",
-        &[AnyView::from(null_p)],
+        &[null_p],
         "ValueError",
         &["runtime.contiguous", "`t` has NULL data"],
     );
@@ -255,7 +255,7 @@ fn borrowed_dltensor_arguments() {
     let s = shape(&[6]);
     err(
         "runtime.view",
-        &[AnyView::from(src_dl), AnyView::from(&s)],
+        &[src_dl, AnyView::from(&s)],
         "TypeError",
         &["runtime.view", "`t`", "DLTensor*"],
     );

@@ -13,7 +13,7 @@ use crate::any::{Any, AnyView};
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::object::{make_object, Object, ObjectRef, ObjectType};
+use crate::object::{new_object, Object, ObjectRef, ObjectType};
 use crate::reflection::{creator, Accessor, DefaultObject, FieldDef, TypeDef};
 use crate::type_table::TypeSink;
 
@@ -59,7 +59,7 @@ impl DefaultObject for AccessStepObj {
 impl AccessStepObj {
     /// A new step.
     pub fn new(kind: i32, key: Any) -> ObjectRef<AccessStepObj> {
-        make_object(AccessStepObj {
+        new_object(AccessStepObj {
             header: TVMFFIObject::new::<Self>(),
             kind,
             key,
@@ -68,7 +68,9 @@ impl AccessStepObj {
 
     /// Same kind and `AnyEqual` keys.
     pub fn step_equal(&self, other: &AccessStepObj) -> Result<bool> {
-        Ok(self.kind == other.kind && crate::hash::any_equal(self.key.raw(), other.key.raw())?)
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        Ok(self.kind == other.kind
+            && unsafe { crate::hash::any_equal(self.key.raw(), other.key.raw()) }?)
     }
 }
 
@@ -107,7 +109,7 @@ pub type AccessPath = ObjectRef<AccessPathObj>;
 impl AccessPathObj {
     /// The empty path.
     pub fn root() -> AccessPath {
-        make_object(AccessPathObj {
+        new_object(AccessPathObj {
             header: TVMFFIObject::new::<Self>(),
             parent: None,
             step: None,
@@ -151,7 +153,7 @@ impl AccessPathObj {
 
 /// `this.Extend(step)`.
 pub fn extend(this: &AccessPath, step: ObjectRef<AccessStepObj>) -> AccessPath {
-    make_object(AccessPathObj {
+    new_object(AccessPathObj {
         header: TVMFFIObject::new::<AccessPathObj>(),
         parent: Some(this.clone().upcast()),
         step: Some(step),
@@ -205,7 +207,7 @@ fn copy_step(src: &ObjectRef<AccessStepObj>) -> ObjectRef<AccessStepObj> {
 }
 
 fn copy_path(src: &AccessPath) -> AccessPath {
-    make_object(AccessPathObj {
+    new_object(AccessPathObj {
         header: TVMFFIObject::new::<AccessPathObj>(),
         parent: src.parent.clone(),
         step: src.step.clone(),
@@ -252,7 +254,8 @@ fn method_schema(ret: &str, params: &[&str]) -> String {
 }
 
 pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
-    let step = TypeDef::new(sink, ACCESS_STEP_INDEX, AccessStepObj::TYPE_KEY);
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    let step = unsafe { TypeDef::new(sink, ACCESS_STEP_INDEX, AccessStepObj::TYPE_KEY) };
     step.metadata(
         std::mem::size_of::<AccessStepObj>(),
         kTVMFFISEqHashKindConstTreeNode,
@@ -281,7 +284,8 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
     .new_from_creator(creator::<AccessStepObj>)?
     .type_final(true)?;
 
-    let path = TypeDef::new(sink, ACCESS_PATH_INDEX, AccessPathObj::TYPE_KEY);
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    let path = unsafe { TypeDef::new(sink, ACCESS_PATH_INDEX, AccessPathObj::TYPE_KEY) };
     let step_arg = r#"{"type":"ffi.reflection.AccessStep"}"#;
     let (int, any, s, b) = (
         r#"{"type":"int"}"#,

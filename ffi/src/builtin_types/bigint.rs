@@ -21,7 +21,8 @@ fn word_bytes(b: &BigIntObj) -> &[u8] {
 
 pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
     type Big = ObjectRef<BigIntObj>;
-    TypeDef::new(sink, kTVMFFIBigInt, "ffi.BigInt")
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    unsafe { TypeDef::new(sink, kTVMFFIBigInt, "ffi.BigInt") }
         .attr(
             "__ffi_hash__",
             &Any::from(Function::from_typed(

@@ -132,7 +132,8 @@ const CORE_TYPES: &[(i32, &str)] = &[
 pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
     for &(ti, target) in CORE_TYPES {
         let f = convert_function(ti, target);
-        sink.register_attr(ti, "__ffi_convert__", Any::from(f).raw())?;
+        // SAFETY: a live Function value for the library's own column.
+        unsafe { sink.register_attr(ti, "__ffi_convert__", Any::from(f).raw()) }?;
     }
     Ok(())
 }

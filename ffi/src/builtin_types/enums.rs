@@ -12,7 +12,7 @@ use crate::any::Any;
 use crate::error::{Error, Result};
 use crate::list::List;
 use crate::map::Dict;
-use crate::object::{make_object, ObjectRef, ObjectType};
+use crate::object::{new_object, ObjectRef, ObjectType};
 use crate::reflection::{creator, Accessor, DefaultObject, FieldDef, TypeDef};
 use crate::type_table::TypeSink;
 
@@ -44,7 +44,7 @@ unsafe impl ObjectType for EnumStateObj {
 
 impl DefaultObject for EnumStateObj {
     fn default_object() -> ObjectRef<Self> {
-        make_object(EnumStateObj {
+        new_object(EnumStateObj {
             header: TVMFFIObject::new::<Self>(),
             entries: List::new(),
             indexes: Dict::new(),
@@ -72,7 +72,7 @@ unsafe impl ObjectType for EnumObj {
 }
 
 fn new_enum(type_index: i32) -> ObjectRef<EnumObj> {
-    make_object(EnumObj {
+    new_object(EnumObj {
         header: TVMFFIObject::with_index::<EnumObj>(type_index),
         int_index: 0,
         str_index: Any::from(""),
@@ -93,7 +93,7 @@ unsafe extern "C" fn enum_creator<const TI: i32>(out: *mut *mut std::ffi::c_void
 }
 
 fn copy_enum(src: &ObjectRef<EnumObj>) -> ObjectRef<EnumObj> {
-    make_object(EnumObj {
+    new_object(EnumObj {
         header: TVMFFIObject::with_index::<EnumObj>(src.type_index()),
         int_index: src.int_index,
         str_index: src.str_index.clone(),
@@ -101,7 +101,7 @@ fn copy_enum(src: &ObjectRef<EnumObj>) -> ObjectRef<EnumObj> {
 }
 
 fn copy_state(src: &ObjectRef<EnumStateObj>) -> ObjectRef<EnumStateObj> {
-    make_object(EnumStateObj {
+    new_object(EnumStateObj {
         header: TVMFFIObject::new::<EnumStateObj>(),
         entries: src.entries.clone(),
         indexes: src.indexes.clone(),
@@ -116,7 +116,8 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
     let init_off = kTVMFFIFieldFlagBitMaskInitOff;
     let seq_ignore = kTVMFFIFieldFlagBitMaskSEqHashIgnore;
 
-    let state = TypeDef::new(sink, ENUM_STATE_INDEX, "ffi.EnumState");
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    let state = unsafe { TypeDef::new(sink, ENUM_STATE_INDEX, "ffi.EnumState") };
     state
         .metadata(
             std::mem::size_of::<EnumStateObj>(),
@@ -158,7 +159,8 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         .new_from_creator(creator::<EnumStateObj>)?
         .type_final(true)?;
 
-    let base = TypeDef::new(sink, ENUM_INDEX, "ffi.Enum");
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    let base = unsafe { TypeDef::new(sink, ENUM_INDEX, "ffi.Enum") };
     base.metadata(
         std::mem::size_of::<EnumObj>(),
         kTVMFFISEqHashKindUniqueInstance,
@@ -187,7 +189,8 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
     .new_from_creator(enum_creator::<ENUM_INDEX>)?
     .type_final(false)?;
 
-    let int_enum = TypeDef::new(sink, INT_ENUM_INDEX, "ffi.IntEnum");
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    let int_enum = unsafe { TypeDef::new(sink, INT_ENUM_INDEX, "ffi.IntEnum") };
     int_enum
         .metadata(
             std::mem::size_of::<EnumObj>(),
@@ -212,7 +215,8 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         )?
         .type_final(false)?;
 
-    let str_enum = TypeDef::new(sink, STR_ENUM_INDEX, "ffi.StrEnum");
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    let str_enum = unsafe { TypeDef::new(sink, STR_ENUM_INDEX, "ffi.StrEnum") };
     str_enum
         .metadata(
             std::mem::size_of::<EnumObj>(),

@@ -15,7 +15,7 @@ use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::error::{Error, Result};
 use crate::list::List;
-use crate::object::{make_object, Object, ObjectRef, ObjectType};
+use crate::object::{new_object, Object, ObjectRef, ObjectType};
 use crate::reflection::{creator, global_function, Accessor, DefaultObject, FieldDef, TypeDef};
 use crate::type_table::TypeSink;
 
@@ -51,7 +51,7 @@ impl DefaultObject for VisitInterruptObj {
 impl VisitInterruptObj {
     /// A new interrupt carrying `value`.
     pub fn new(value: Any) -> ObjectRef<Self> {
-        make_object(VisitInterruptObj {
+        new_object(VisitInterruptObj {
             header: TVMFFIObject::new::<Self>(),
             value,
         })
@@ -79,7 +79,7 @@ unsafe impl ObjectType for VisitErrorContextObj {
 
 impl DefaultObject for VisitErrorContextObj {
     fn default_object() -> ObjectRef<Self> {
-        make_object(VisitErrorContextObj {
+        new_object(VisitErrorContextObj {
             header: TVMFFIObject::new::<Self>(),
             reverse_visit_pattern: List::new(),
             prev_error_context: None,
@@ -108,7 +108,7 @@ unsafe impl ObjectType for StructuralKeyObj {
 
 impl DefaultObject for StructuralKeyObj {
     fn default_object() -> ObjectRef<Self> {
-        make_object(StructuralKeyObj {
+        new_object(StructuralKeyObj {
             header: TVMFFIObject::new::<Self>(),
             key: Any::none(),
             hash_i64: 0,
@@ -131,7 +131,7 @@ impl StructuralKeyObj {
     pub fn new(key: Any) -> Result<ObjectRef<Self>> {
         let no = AnyView::from(false);
         let hash = call_structural("ffi.StructuralHash", &[key.as_view(), no, no])?.get::<i64>()?;
-        Ok(make_object(StructuralKeyObj {
+        Ok(new_object(StructuralKeyObj {
             header: TVMFFIObject::new::<Self>(),
             key,
             hash_i64: hash,
@@ -206,7 +206,8 @@ fn native_any(p: *mut c_void) -> Any {
 }
 
 pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
-    TypeDef::new(sink, kTVMFFIVisitInterrupt, VisitInterruptObj::TYPE_KEY)
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    unsafe { TypeDef::new(sink, kTVMFFIVisitInterrupt, VisitInterruptObj::TYPE_KEY) }
         .metadata(
             std::mem::size_of::<VisitInterruptObj>(),
             kTVMFFISEqHashKindUnsupported,
@@ -230,16 +231,20 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         (STRUCTURAL_VISITOR_INDEX, "ffi.StructuralVisitor"),
         (STRUCTURAL_MUTATOR_INDEX, "ffi.StructuralMutator"),
     ] {
-        TypeDef::new(sink, index, key)
+        // SAFETY: the library's own type; the registrations below describe its Rust layout.
+        unsafe { TypeDef::new(sink, index, key) }
             .metadata(40, kTVMFFISEqHashKindUnsupported, None)?
             .type_final(false)?;
     }
 
-    TypeDef::new(
-        sink,
-        VISIT_ERROR_CONTEXT_INDEX,
-        VisitErrorContextObj::TYPE_KEY,
-    )
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    unsafe {
+        TypeDef::new(
+            sink,
+            VISIT_ERROR_CONTEXT_INDEX,
+            VisitErrorContextObj::TYPE_KEY,
+        )
+    }
     .metadata(
         std::mem::size_of::<VisitErrorContextObj>(),
         kTVMFFISEqHashKindUnsupported,
@@ -258,7 +263,7 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         r#"{"type":"Optional","args":[{"type":"ffi.Object"}]}"#,
     ))?
     .shallow_copy(|s: &ObjectRef<VisitErrorContextObj>| {
-        make_object(VisitErrorContextObj {
+        new_object(VisitErrorContextObj {
             header: TVMFFIObject::new::<VisitErrorContextObj>(),
             reverse_visit_pattern: s.reverse_visit_pattern.clone(),
             prev_error_context: s.prev_error_context.clone(),
@@ -270,7 +275,8 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
     let native_hash: unsafe extern "C" fn(*const TVMFFIAny) -> TVMFFIAny = key_any_hash;
     let native_equal: unsafe extern "C" fn(*const TVMFFIAny, *const TVMFFIAny) -> TVMFFIAny =
         key_any_equal;
-    TypeDef::new(sink, STRUCTURAL_KEY_INDEX, StructuralKeyObj::TYPE_KEY)
+    // SAFETY: the library's own type; the registrations below describe its Rust layout.
+    unsafe { TypeDef::new(sink, STRUCTURAL_KEY_INDEX, StructuralKeyObj::TYPE_KEY) }
         .metadata(
             std::mem::size_of::<StructuralKeyObj>(),
             kTVMFFISEqHashKindUnsupported,
@@ -295,7 +301,7 @@ pub(super) fn register(sink: &dyn TypeSink) -> Result<()> {
         .attr("__any_hash__", &native_any(native_hash as *mut c_void))?
         .attr("__any_equal__", &native_any(native_equal as *mut c_void))?
         .shallow_copy(|s: &ObjectRef<StructuralKeyObj>| {
-            make_object(StructuralKeyObj {
+            new_object(StructuralKeyObj {
                 header: TVMFFIObject::new::<StructuralKeyObj>(),
                 key: s.key.clone(),
                 hash_i64: s.hash_i64,

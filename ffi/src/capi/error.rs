@@ -45,7 +45,7 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaised(error: *mut c_void) {
 
 fn raise_parts(kind: &[u8], message: &[u8]) {
     let bt = crate::backtrace::backtrace_string(None, 0, None, false);
-    set_raised(Error::with_parts(kind, message, bt.as_bytes(), None, None));
+    set_raised(Error::from_parts(kind, message, bt.as_bytes()));
 }
 
 /// Raises a new error of `kind` with `message` (NUL-terminated; NULL reads as "").
@@ -104,13 +104,16 @@ unsafe fn create(
     };
     // Errors of this function never touch the raised slot (it reports failure by -1 alone).
     match catch_unwind(AssertUnwindSafe(|| {
-        Error::with_parts(
-            read(kind),
-            read(message),
-            read(backtrace),
-            Some(cause as *mut TVMFFIObject),
-            Some(extra as *mut TVMFFIObject),
-        )
+        // SAFETY: the C caller passes NULL or live objects as `cause` and `extra`.
+        unsafe {
+            Error::with_parts(
+                read(kind),
+                read(message),
+                read(backtrace),
+                Some(cause as *mut TVMFFIObject),
+                Some(extra as *mut TVMFFIObject),
+            )
+        }
     })) {
         Ok(e) => {
             // SAFETY: checked non-null out-parameter.

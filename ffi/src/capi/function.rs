@@ -19,7 +19,8 @@ pub unsafe extern "C" fn TVMFFIFunctionCreate(
 ) -> c_int {
     guard(|| {
         let out = non_null(out, "TVMFFIFunctionCreate", "out")? as *mut *mut c_void;
-        let f = Function::from_c(self_, safe_call, deleter)?;
+        // SAFETY: the C caller vouches for `safe_call`, `self_` and `deleter` (c_api.h).
+        let f = unsafe { Function::from_c(self_, safe_call, deleter) }?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = f.into_raw() as *mut c_void };
         Ok(())

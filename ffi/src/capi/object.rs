@@ -66,7 +66,7 @@ pub unsafe extern "C" fn TVMFFIObjectCreateOpaque(
                 "TVMFFIObjectCreateOpaque: only kTVMFFIOpaquePyObject (74) is supported, got type index {type_index}"
             )));
         }
-        // SAFETY: checked non-null out-parameter.
+        // SAFETY: checked non-null out-parameter; the C caller vouches for `deleter(handle)`.
         unsafe { *out = Opaque::new(handle, deleter).into_raw() as *mut c_void };
         Ok(())
     })

@@ -81,8 +81,8 @@ pub unsafe extern "C" fn TVMFFITypeRegisterField(
 ) -> c_int {
     guard(|| {
         let info = non_null(info, "TVMFFITypeRegisterField", "info")?;
-        // SAFETY: the caller passes a valid description.
-        type_table::register_field(type_index, unsafe { &*info })
+        // SAFETY: the caller passes a valid description, true of the type (c_api.h).
+        unsafe { type_table::register_field(type_index, &*info) }
     })
 }
 
@@ -94,8 +94,8 @@ pub unsafe extern "C" fn TVMFFITypeRegisterMethod(
 ) -> c_int {
     guard(|| {
         let info = non_null(info, "TVMFFITypeRegisterMethod", "info")?;
-        // SAFETY: the caller passes a valid description.
-        type_table::register_method(type_index, unsafe { &*info })
+        // SAFETY: the caller passes a valid description, true of the type (c_api.h).
+        unsafe { type_table::register_method(type_index, &*info) }
     })
 }
 
@@ -107,8 +107,8 @@ pub unsafe extern "C" fn TVMFFITypeRegisterMetadata(
 ) -> c_int {
     guard(|| {
         let m = non_null(metadata, "TVMFFITypeRegisterMetadata", "metadata")?;
-        // SAFETY: the caller passes a valid description.
-        type_table::register_metadata(type_index, unsafe { &*m })
+        // SAFETY: the caller passes a valid description, true of the type (c_api.h).
+        unsafe { type_table::register_metadata(type_index, &*m) }
     })
 }
 
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn TVMFFITypeRegisterAttr(
         let name = unsafe { str_arg(name, "TVMFFITypeRegisterAttr", "attr_name") }?;
         let value = non_null(value, "TVMFFITypeRegisterAttr", "attr_value")?;
         // SAFETY: the caller passes a valid view.
-        type_table::register_attr(type_index, name, unsafe { &*value })
+        unsafe { type_table::register_attr(type_index, name, &*value) }
     })
 }
 

@@ -327,9 +327,10 @@ fn failing_custom_hash_leaves_the_map_intact() {
         crate::type_table::get_or_alloc_index("maptest.BadHash", -1, 1, 0, true, kTVMFFIObject)
             .unwrap();
     let hook = Function::from_packed(|_| Err(crate::Error::value_error("no hash for you")));
-    crate::type_table::register_attr(ti, "__any_hash__", Any::from(hook).raw()).unwrap();
+    // SAFETY: a live Function value.
+    unsafe { crate::type_table::register_attr(ti, "__any_hash__", Any::from(hook).raw()) }.unwrap();
     // A fresh header-only object of the test type.
-    let bad = Any::from(crate::object::make_object(crate::object::Object {
+    let bad = Any::from(crate::object::new_object(crate::object::Object {
         header: TVMFFIObject::with_index::<crate::object::Object>(ti),
     }));
     let mut m = probe_map(6);

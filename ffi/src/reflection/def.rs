@@ -145,7 +145,12 @@ pub struct TypeDef<'a> {
 
 impl<'a> TypeDef<'a> {
     /// Registration into `sink` of the type `index` whose key is `key`.
-    pub fn new(sink: &'a dyn TypeSink, index: i32, key: &'a str) -> Self {
+    ///
+    /// # Safety
+    /// Everything registered through the result must be true of the type: `metadata`'s size and
+    /// creator, each field's offset and accessor (getters and setters read and write the
+    /// object there), attribute values the library calls (see `TypeSink`).
+    pub unsafe fn new(sink: &'a dyn TypeSink, index: i32, key: &'a str) -> Self {
         TypeDef { sink, index, key }
     }
 
@@ -168,7 +173,8 @@ impl<'a> TypeDef<'a> {
                 .map_err(|_| Error::value_error("TypeDef: total_size does not fit in int32"))?,
             structural_eq_hash_kind: structural_kind,
         };
-        self.sink.register_metadata(self.index, &meta)?;
+        // SAFETY: the creator of this TypeDef vouched for the description (`TypeDef::new`).
+        unsafe { self.sink.register_metadata(self.index, &meta) }?;
         Ok(self)
     }
 
@@ -193,7 +199,8 @@ impl<'a> TypeDef<'a> {
             field_static_type_index: f.access.static_type_index,
         };
         // The table keeps its own copies of the strings and of the default.
-        self.sink.register_field(self.index, &info)?;
+        // SAFETY: as in `metadata`.
+        unsafe { self.sink.register_field(self.index, &info) }?;
         Ok(self)
     }
 
@@ -222,7 +229,8 @@ impl<'a> TypeDef<'a> {
                 value: TVMFFIAnyValue { v_obj: f.as_raw() },
             },
         };
-        self.sink.register_method(self.index, &info)?;
+        // SAFETY: `f` is a live function; the description as in `metadata`.
+        unsafe { self.sink.register_method(self.index, &info) }?;
         Ok(self)
     }
 
@@ -240,7 +248,8 @@ impl<'a> TypeDef<'a> {
 
     /// Registers a type attribute value.
     pub fn attr(&self, name: &str, value: &Any) -> Result<&Self> {
-        self.sink.register_attr(self.index, name, value.raw())?;
+        // SAFETY: `value` is a valid value; as in `metadata`.
+        unsafe { self.sink.register_attr(self.index, name, value.raw()) }?;
         Ok(self)
     }
 

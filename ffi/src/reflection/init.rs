@@ -129,13 +129,16 @@ impl InitPlan {
                 msg.push_str("  ");
             }
         }
-        Error::with_parts(
-            err.kind().as_bytes(),
-            msg.as_bytes(),
-            err.backtrace().as_bytes(),
-            Some(err.as_object().as_raw()),
-            None,
-        )
+        // SAFETY: `err` is alive; the new error retains it as its cause.
+        unsafe {
+            Error::with_parts(
+                err.kind().as_bytes(),
+                msg.as_bytes(),
+                err.backtrace().as_bytes(),
+                Some(err.as_object().as_raw()),
+                None,
+            )
+        }
     }
 
     fn bind(&self, obj: *mut TVMFFIObject, args: &[AnyView<'_>]) -> Result<()> {

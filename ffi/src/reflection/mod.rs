@@ -206,7 +206,7 @@ pub fn all_fields(info: &TVMFFITypeInfo) -> Vec<FieldRef> {
 mod tests {
     use super::*;
     use crate::any::AnyView;
-    use crate::object::{make_object, ObjectRef, ObjectType};
+    use crate::object::{new_object, ObjectRef, ObjectType};
     use crate::type_table::{get_or_alloc_index, GlobalTypes};
     use std::sync::OnceLock;
 
@@ -231,7 +231,7 @@ mod tests {
 
     impl DefaultObject for Point {
         fn default_object() -> ObjectRef<Self> {
-            make_object(Point {
+            new_object(Point {
                 header: TVMFFIObject::new::<Point>(),
                 a: 0,
                 b: 0,
@@ -247,7 +247,8 @@ mod tests {
         });
         REGISTER.call_once(|| {
             let int = r#"{"type":"int"}"#;
-            TypeDef::new(&GlobalTypes, ti, Point::TYPE_KEY)
+            // SAFETY: `Point`'s layout: the header, then `a` at 24.
+            unsafe { TypeDef::new(&GlobalTypes, ti, Point::TYPE_KEY) }
                 .metadata(std::mem::size_of::<Point>(), 0, Some(creator::<Point>))
                 .unwrap()
                 .field(FieldDef::new("a", 24, Accessor::I64, int))

@@ -90,7 +90,12 @@ fn alloc_py_object(type_index: i32, total_size: usize) -> Result<ObjectRef<Objec
 
 /// `ffi._PyClassRegisterTypeAttrColumns(type_index, total_size)`: registers the reflection
 /// `__ffi_init__`, and `__ffi_new__` / `__ffi_shallow_copy__` over zero-filled blocks.
-pub fn register_py_class_attrs(type_index: i32, total_size: i32) -> Result<()> {
+///
+/// # Safety
+/// `type_index` must be a type whose instances are `total_size` bytes of reflected fields
+/// (a Python-defined class): `__ffi_new__` hands out zero-filled blocks of that size as its
+/// instances.
+pub unsafe fn register_py_class_attrs(type_index: i32, total_size: i32) -> Result<()> {
     let info = type_info(type_index)?;
     let key = type_key(info).to_string();
     let size = usize::try_from(total_size)
@@ -101,11 +106,14 @@ pub fn register_py_class_attrs(type_index: i32, total_size: i32) -> Result<()> {
                 "ffi._PyClassRegisterTypeAttrColumns: total_size {total_size} of `{key}` is smaller than the object header"
             ))
         })?;
-    type_table::register_attr(
-        type_index,
-        "__ffi_init__",
-        Any::from(make_init(type_index)?).raw(),
-    )?;
+    // SAFETY: a live Function value; the caller vouched for the type (see `# Safety`).
+    unsafe {
+        type_table::register_attr(
+            type_index,
+            "__ffi_init__",
+            Any::from(make_init(type_index)?).raw(),
+        )
+    }?;
     let new_name = format!("{key}.__ffi_new__");
     let new_fn = Function::from_packed(move |args| {
         if !args.is_empty() {
@@ -116,7 +124,8 @@ pub fn register_py_class_attrs(type_index: i32, total_size: i32) -> Result<()> {
         }
         Ok(Any::from(alloc_py_object(type_index, size)?))
     });
-    type_table::register_attr(type_index, "__ffi_new__", Any::from(new_fn).raw())?;
+    // SAFETY: as above.
+    unsafe { type_table::register_attr(type_index, "__ffi_new__", Any::from(new_fn).raw()) }?;
     let copy_name = format!("{key}.__ffi_shallow_copy__");
     let copy_fn = Function::from_packed(move |args| {
         let src = match args {
@@ -152,7 +161,10 @@ pub fn register_py_class_attrs(type_index: i32, total_size: i32) -> Result<()> {
         }
         Ok(Any::from(dst))
     });
-    type_table::register_attr(type_index, "__ffi_shallow_copy__", Any::from(copy_fn).raw())
+    // SAFETY: as above.
+    unsafe {
+        type_table::register_attr(type_index, "__ffi_shallow_copy__", Any::from(copy_fn).raw())
+    }
 }
 
 /// `ffi.MakeFieldSetter(field_type_index, converter, f_convert)`: a setter Function called with

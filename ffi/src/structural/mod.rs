@@ -75,17 +75,20 @@ pub fn fields_of(ti: i32) -> Vec<FieldRef> {
 /// BigInt's `__data_to_json__` / `__data_from_json__`.
 pub(crate) fn register_hooks(sink: &dyn type_table::TypeSink) -> Result<()> {
     for (ti, hook) in visit::builtin_visit_hooks() {
-        sink.register_attr(ti, visit::S_VISIT_ATTR, hook.raw())?;
+        // SAFETY: the library's own hooks, with the column's signature.
+        unsafe { sink.register_attr(ti, visit::S_VISIT_ATTR, hook.raw()) }?;
     }
     for (ti, column, hook) in mutate::builtin_mutate_hooks() {
-        sink.register_attr(ti, column, hook.raw())?;
+        // SAFETY: as above.
+        unsafe { sink.register_attr(ti, column, hook.raw()) }?;
     }
     let (to, from) = crate::serialization::bigint_json_hooks();
     for (name, f) in [
         (crate::serialization::DATA_TO_JSON_ATTR, to),
         (crate::serialization::DATA_FROM_JSON_ATTR, from),
     ] {
-        sink.register_attr(kTVMFFIBigInt, name, Any::from(f).raw())?;
+        // SAFETY: as above.
+        unsafe { sink.register_attr(kTVMFFIBigInt, name, Any::from(f).raw()) }?;
     }
     Ok(())
 }
@@ -153,6 +156,7 @@ pub fn attr_function(name: &str, ti: i32) -> Result<Option<Function>> {
 /// # Safety
 /// `obj` must be a live Array or List.
 pub unsafe fn seq_items(obj: *mut TVMFFIObject) -> Vec<Any> {
+    let _g = crate::seq::container_lock(obj);
     // SAFETY: Array and List share the sequence layout; the elements are cloned at once.
     unsafe { (*(obj as *const SeqObj)).slice_unchecked().to_vec() }
 }
@@ -162,6 +166,7 @@ pub unsafe fn seq_items(obj: *mut TVMFFIObject) -> Vec<Any> {
 /// # Safety
 /// `obj` must be a live Map or Dict.
 pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
+    let _g = crate::seq::container_lock(obj);
     // SAFETY: per the caller; both kinds share the map storage.
     let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
     let mut out = Vec::with_capacity(m.size() as usize);
@@ -186,8 +191,10 @@ pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
 /// # Safety
 /// `obj` must be a live Map or Dict.
 pub unsafe fn map_get(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<Any>> {
+    let _g = crate::seq::container_lock(obj);
     // SAFETY: per the caller.
     let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
+    let _l = crate::map::LookupGuard::enter(m.as_ptr());
     Ok(m.find(key.raw())?.map(|pos| {
         // SAFETY: a valid position; the value is cloned before anything can change.
         unsafe { Any::from_raw(clone_raw(&(*m.kv_at(pos)).value)) }
@@ -199,6 +206,7 @@ pub unsafe fn map_get(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<Any>> 
 /// # Safety
 /// `obj` must be a live container of the kind `ti` names.
 pub unsafe fn container_len(obj: *mut TVMFFIObject, ti: i32) -> usize {
+    let _g = crate::seq::container_lock(obj);
     match ti {
         // SAFETY: per the caller.
         kTVMFFIArray | kTVMFFIList => unsafe { (*(obj as *const SeqObj)).len() },

@@ -25,7 +25,7 @@ use crate::builtin_types::STRUCTURAL_MUTATOR_INDEX;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::map_base::{drop_raw, MapBase, RawMap};
-use crate::object::{make_object, ObjectRef, ObjectType};
+use crate::object::{new_object, ObjectRef, ObjectType};
 use crate::seq::SeqObj;
 use crate::type_table;
 
@@ -665,7 +665,7 @@ static ENGINE_VTABLE: MutatorVTable = MutatorVTable {
 };
 
 fn new_engine(engine: Engine) -> ObjectRef<EngineMutator> {
-    make_object(EngineMutator {
+    new_object(EngineMutator {
         head: MutatorHead {
             header: TVMFFIObject::new::<EngineMutator>(),
             vtable: &ENGINE_VTABLE,

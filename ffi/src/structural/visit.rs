@@ -23,7 +23,7 @@ use crate::builtin_types::{STRUCTURAL_VISITOR_INDEX, VISIT_ERROR_CONTEXT_INDEX};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::list::List;
-use crate::object::{make_object, ObjectRef, ObjectType};
+use crate::object::{new_object, ObjectRef, ObjectType};
 use crate::type_table;
 
 /// The `__s_visit__` attribute column.
@@ -157,7 +157,7 @@ pub fn update_visit_error_context(err: &Error, node: &AnyView<'_>) {
                 extra as *mut crate::object::Object,
             )))
         };
-        let ctx = make_object(VisitErrorContextObj {
+        let ctx = new_object(VisitErrorContextObj {
             header: TVMFFIObject::new::<VisitErrorContextObj>(),
             reverse_visit_pattern: List::from_vec(vec![Any::from(node)]),
             prev_error_context: prev,
@@ -417,7 +417,7 @@ static ENGINE_VTABLE: VisitorVTable = VisitorVTable {
 };
 
 fn new_engine(engine: Engine) -> ObjectRef<EngineVisitor> {
-    make_object(EngineVisitor {
+    new_object(EngineVisitor {
         head: VisitorHead {
             header: TVMFFIObject::new::<EngineVisitor>(),
             vtable: &ENGINE_VTABLE,

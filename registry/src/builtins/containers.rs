@@ -60,7 +60,8 @@ impl FromAny for DictArg {
 
 fn contains(items: &[Any], value: &Any) -> Result<bool> {
     for e in items {
-        if any_equal(e.raw(), value.raw())? {
+        // SAFETY: the values are stored in, or borrowed from, live objects.
+        if unsafe { any_equal(e.raw(), value.raw()) }? {
             return Ok(true);
         }
     }
@@ -182,6 +183,11 @@ fn lookup(sig: &Sig, args: &[AnyView<'_>], ti: i32) -> Result<Option<Any>> {
     sig.count(args)?;
     let map = sig.map(args, 0, ti)?;
     let key = Key::of(&args[1])?;
+    // A Dict may be changed in place by another holder (another thread, or a key hook of
+    // this very lookup); a Map never is while shared (copy-on-write), so it needs neither.
+    let dict = ti == kTVMFFIDict;
+    let _g = dict.then(|| anyffi::seq::container_lock(map.as_ptr() as *const _));
+    let _l = dict.then(|| anyffi::map::LookupGuard::enter(map.as_ptr()));
     Ok(map.find(key.raw())?.map(|pos| {
         // SAFETY: a valid position of the borrowed map; the copy takes its own reference.
         unsafe { Any::from_raw(clone_raw(&(*map.kv_at(pos)).value)) }
@@ -313,6 +319,7 @@ fn forward_iter_functor(name: &'static str, keep: ObjectRef<MapBase>) -> Functio
     Function::from_typed(name, move |command: i64| -> Result<Any> {
         // SAFETY: as above.
         let map = unsafe { RawMap::of(&keep) };
+        let _g = anyffi::seq::container_lock(keep.as_raw());
         let p = pos.load(Ordering::Relaxed);
         match command {
             0 | 1 => {

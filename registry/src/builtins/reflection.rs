@@ -29,7 +29,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         |ti: i64| -> Result<()> {
             let ti = registered_index("ffi._RegisterFFIInit", ti)?;
             let init = reflection::make_init(ti)?;
-            type_table::register_attr(ti, "__ffi_init__", Any::from(init).raw())
+            // SAFETY: a live Function value; `make_init` builds it from the type's reflection.
+            unsafe { type_table::register_attr(ti, "__ffi_init__", Any::from(init).raw()) }
         },
     );
     r.packed(
@@ -78,7 +79,9 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                     "ffi._PyClassRegisterTypeAttrColumns: total_size {total_size} out of range"
                 ))
             })?;
-            reflection::register_py_class_attrs(ti, size)
+            // SAFETY: the caller (the official Python package) vouches for the class and its
+            // size; like `ffi.FunctionFromExternC`, an unchecked escape hatch of the ABI.
+            unsafe { reflection::register_py_class_attrs(ti, size) }
         },
     );
     r.typed(
@@ -99,7 +102,9 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                     std::mem::transmute::<*mut c_void, SelfDeleter>(deleter),
                 )
             };
-            Function::from_c(self_, call, del)
+            // SAFETY: as above: the caller vouches for the pointers (an escape hatch of the
+            // ABI, as in the official library).
+            unsafe { Function::from_c(self_, call, del) }
         },
     );
 }

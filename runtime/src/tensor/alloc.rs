@@ -113,9 +113,9 @@ pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> Result<Tenso
         device,
         runtime,
     });
-    Ok(Tensor::from_owned_memory(
-        ptr, device, dtype, shape, None, 0, storage,
-    ))
+    // SAFETY: `storage` owns `nbytes_of(shape, dtype)` bytes at `ptr` on `device`, a compact
+    // tensor of `shape` and `dtype`, and is dropped with the tensor.
+    Ok(unsafe { Tensor::from_owned_memory(ptr, device, dtype, shape, None, 0, storage) })
 }
 
 /// The `DLPackManagedTensorAllocator` of this runtime: a contiguous tensor shaped like

@@ -68,7 +68,8 @@ pub fn view(t: &Tensor, shape: &[i64]) -> Result<Tensor> {
             t.strides()
         ))
     })?;
-    Ok(t.view_with(t.dl_tensor.data, shape, &strides, t.dl_tensor.byte_offset))
+    // SAFETY: same elements as `t` (equal counts, strides from `view_strides`).
+    Ok(unsafe { t.view_with(t.dl_tensor.data, shape, &strides, t.dl_tensor.byte_offset) })
 }
 
 /// `t` with its dimensions reordered: dimension `i` of the result is dimension `order[i]` of `t`.
@@ -91,7 +92,8 @@ pub fn permute(t: &Tensor, order: &[i64]) -> Result<Tensor> {
     }
     let shape: Vec<i64> = order.iter().map(|&d| t.shape()[d as usize]).collect();
     let strides: Vec<i64> = order.iter().map(|&d| t.strides()[d as usize]).collect();
-    Ok(t.view_with(t.dl_tensor.data, &shape, &strides, t.dl_tensor.byte_offset))
+    // SAFETY: the same elements as `t`, dimensions reordered.
+    Ok(unsafe { t.view_with(t.dl_tensor.data, &shape, &strides, t.dl_tensor.byte_offset) })
 }
 
 /// The half-open range `[start, end)` of dimension `dim` (same strides; the byte offset moves by
@@ -143,7 +145,8 @@ pub fn slice(t: &Tensor, dim: i64, start: i64, end: i64) -> Result<Tensor> {
     };
     let mut new_shape = shape.to_vec();
     new_shape[d] = end - start;
-    Ok(t.view_with(data, &new_shape, t.strides(), byte_offset))
+    // SAFETY: `[start, end)` lies within dimension `d` of `t` (checked above).
+    Ok(unsafe { t.view_with(data, &new_shape, t.strides(), byte_offset) })
 }
 
 /// Registers `runtime.view`, `runtime.permute` and `runtime.slice`.

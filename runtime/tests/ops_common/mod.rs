@@ -197,8 +197,10 @@ impl HostTensor {
         self.get()
     }
 
+    /// A `DLTensor*` view; callers keep `self` alive (and unchanged) while they use it.
     pub fn view(&self) -> AnyView<'static> {
-        AnyView::from(&*self.dl as *const DLTensor as *mut DLTensor)
+        // SAFETY: `self.dl` is boxed; test code keeps the tensor alive while the view is used.
+        unsafe { AnyView::from_dltensor_ptr(&*self.dl as *const DLTensor as *mut DLTensor) }
     }
 }
 
