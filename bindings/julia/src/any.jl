@@ -63,6 +63,15 @@ mutable struct TVMAny
     end
 end
 
+# deepcopy: an owned copy of the value (a new reference to an object it holds; the default
+# copied the raw value without one, and without a finalizer)
+function Base.deepcopy_internal(a::TVMAny, d::IdDict)
+    haskey(d, a) && return d[a]::TVMAny
+    y = TVMAny(a.raw; borrowed = true)
+    d[a] = y
+    return y
+end
+
 # A temporary object created for one call; released right after it (or by its finalizer if a
 # later argument fails to convert).
 struct _Temp{T}

@@ -207,6 +207,26 @@ function Base.iterate(m::_AnyMap, st)
     (n < length(m) && it(2)) || return nothing
     return (it(0) => it(1)), (it, n + 1)
 end
+# deepcopy of the mutable containers: new containers of deep-copied elements (object.jl)
+function Base.deepcopy_internal(l::TVMList, d::IdDict)
+    haskey(d, l) && return d[l]::TVMList
+    c = TVMList()
+    d[l] = c  # a list that contains itself stays cyclic in the copy
+    for x in l
+        push!(c, Base.deepcopy_internal(x, d))
+    end
+    return c
+end
+function Base.deepcopy_internal(m::TVMDict, d::IdDict)
+    haskey(d, m) && return d[m]::TVMDict
+    c = TVMDict()
+    d[m] = c
+    for (k, v) in m
+        c[Base.deepcopy_internal(k, d)] = Base.deepcopy_internal(v, d)
+    end
+    return c
+end
+
 Base.keys(m::_AnyMap) = Any[first(p) for p in m]
 Base.values(m::_AnyMap) = Any[last(p) for p in m]
 Base.Dict(m::_AnyMap) = Dict{Any,Any}(p for p in m)

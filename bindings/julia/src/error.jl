@@ -33,6 +33,15 @@ mutable struct TVMError <: Exception
     end
 end
 
+# deepcopy: its own reference to the same ffi.Error (the default copied the handle without one)
+function Base.deepcopy_internal(e::TVMError, d::IdDict)
+    haskey(d, e) && return d[e]::TVMError
+    y = e.handle == C_NULL ? TVMError(e.kind, e.message; backtrace = e.backtrace) :
+        TVMError(e.handle; borrowed = true)
+    d[e] = y
+    return y
+end
+
 _string(b::TVMFFIByteArray) = b.data == C_NULL ? "" : unsafe_string(b.data, b.size)
 
 function Base.showerror(io::IO, e::TVMError)

@@ -65,6 +65,20 @@ macro _object_wrapper(T)
     end
 end
 
+# `deepcopy`: Julia's default copies the `handle` field as plain bits, i.e. a second wrapper of
+# the same reference without an IncRef or a finalizer, which dangles once the original is
+# collected. A deep copy of an FFI value is a new wrapper holding its own reference to the same
+# object: Array, Map, Shape, String-like values, functions, modules and reflected objects are
+# immutable or identity-bearing (as `deepcopy` of a Julia function returns it). The mutable
+# containers (`TVMList`, `TVMDict`) are copied element by element (containers.jl), and a
+# `TVMTensor`, whose memory may be anyone's, is an error (tensor.jl).
+function Base.deepcopy_internal(x::AbstractTVMObject, d::IdDict)
+    haskey(d, x) && return d[x]::typeof(x)
+    y = typeof(x)(_live_handle(x); borrowed = true)
+    d[x] = y
+    return y
+end
+
 _live_handle(x) = (h = x.handle; h == C_NULL && throw(ArgumentError("$(typeof(x)): object was released")); h)
 
 """`type_index(x)`: the object's runtime type index (e.g. 68 for a function)."""

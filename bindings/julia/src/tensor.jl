@@ -234,6 +234,9 @@ array over its memory (no copy) that keeps the tensor alive; `Array(t)` copies.
 @_object_wrapper TVMTensor
 
 TVMTensor(A::AbstractArray) = to_dlpack(A)
+# (object.jl) a deep copy would have to copy memory that may be another framework's or a device's
+Base.deepcopy_internal(::TVMTensor, ::IdDict) = throw(ArgumentError(
+    "deepcopy(::TVMTensor): a tensor shares its memory; copy the data instead (e.g. to_dlpack(copy(unsafe_array(t))))"))
 
 _dl(t::TVMTensor) = unsafe_load(Ptr{DLTensor}(_live_handle(t) + LibAnyFFI.OBJECT_HEADER_SIZE))
 Base.ndims(t::TVMTensor) = Int(_dl(t).ndim)

@@ -50,6 +50,50 @@ end
     @test !any(startswith("anyffi.julia_gc."), list_global_func_names())
 end
 
+# deepcopy: the default copied the handle without an IncRef or a finalizer, so the copy
+# dangled once the original was collected. A function, so that nothing stays on the stack.
+function deepcopy_round(shape::TVMShape)
+    n = use_count(shape)
+    c = deepcopy(shape)
+    ok = Bool[c.handle == shape.handle, use_count(shape) == n + 1]
+    AnyFFI.release!(c)
+    push!(ok, use_count(shape) == n)
+    inner = TVMList([3])
+    l = TVMList([1, shape, inner])
+    l2 = deepcopy(l)
+    push!(ok, l2.handle != l.handle, l2[1] == 1, l2[2] == shape, l2[3].handle != inner.handle)
+    push!(l2[3], 4)
+    push!(ok, length(inner) == 1)                  # mutable containers are copied
+    d = TVMDict("k" => TVMList([1]))
+    d2 = deepcopy(d)
+    d2["k"][1] = 9
+    push!(ok, d["k"][1] == 1, d2["k"][1] == 9)
+    push!(ok, deepcopy(TVMFunction(x -> x + 1))(1) == 2)
+    push!(ok, try
+        deepcopy(TVMTensor(rand(Float32, 2)))
+        false
+    catch err
+        err isa ArgumentError
+    end)
+    e = try
+        get_global_func("anyffi.testing.raise_error")("ValueError", "m")
+    catch err
+        err
+    end
+    push!(ok, e isa TVMError && deepcopy(e).handle == e.handle && deepcopy(e).message == "m")
+    return ok
+end
+
+@testset "deepcopy holds its own references" begin
+    shape = TVMShape(1, 2)
+    n = use_count(shape)
+    @test all(deepcopy_round(shape))
+    for _ in 1:4
+        GC.gc()
+    end
+    @test use_count(shape) == n
+end
+
 # Calls, callbacks, exports and collections from several Julia threads at once (test.sh runs
 # with JULIA_NUM_THREADS=2). Each callback runs on the thread that called in.
 @testset "threads" begin
