@@ -92,6 +92,23 @@ def error_parts(h: int) -> tuple[str, str, str]:
 _tls = threading.local()
 
 
+class _Sent:
+    """The remembered (error, exception, message). It owns a reference to the ffi.Error: an
+    address alone could be freed (C code that swallows the error) and reused by an unrelated
+    error, which would then come back as this old exception object."""
+
+    __slots__ = ("h", "exc", "message")
+
+    def __init__(self, h: int, exc: BaseException, message: str):
+        self.h, self.exc, self.message = h, exc, message
+
+    def __del__(self, _dec=_capi.TVMFFIObjectDecRef):
+        h = self.h
+        if h:
+            self.h = 0
+            _dec(h)
+
+
 _NOTE_HEAD = "FFI backtrace (most recent call last):"
 
 
@@ -110,10 +127,10 @@ def exception_from_error(h: int) -> BaseException:
     """A Python exception for the ``ffi.Error`` ``h`` (borrowed)."""
     kind, message, backtrace = error_parts(h)
     sent = getattr(_tls, "sent", None)
-    if sent is not None and sent[0] == h:
+    if sent is not None and sent.h == h:
         _tls.sent = None
-        exc = sent[1]
-        if sent[2] == message and kind_of(exc) == kind:
+        exc = sent.exc
+        if sent.message == message and kind_of(exc) == kind:
             _attach_backtrace(exc, backtrace)
             return exc
     cls = exception_class(kind)
@@ -183,6 +200,5 @@ def set_raised_from_python(exc: BaseException) -> None:
         backtrace += prior
     h = make_error(kind, message, backtrace)
     _capi.TVMFFIErrorSetRaised(h)
-    _tls.sent = (h, exc, message)
-    _capi.TVMFFIObjectDecRef(h)
+    _tls.sent = _Sent(h, exc, message)  # keeps our reference to h
 

@@ -96,7 +96,13 @@ class Function(Object):
             # Nothing to release, so no try/finally: a frame lost to an exception raised before
             # it goes back is only garbage (the pool makes another when it runs out).
             ab, rb, I = fr.hot0
-            rc = self._call(self._hb, ab, 0, rb)
+            try:
+                rc = self._call(self._hb, ab, 0, rb)
+            except BaseException:
+                # a signal handled right after the call (Ctrl-C during it): the owned result
+                # the callee wrote is nobody's yet
+                _drop_result(fr)
+                raise
             if rc:
                 _push(fr)
                 raise_from_raised(rc)
@@ -171,6 +177,11 @@ class Function(Object):
             if ti == 7 and cap is not None:
                 keep.append(cap)  # the result may be the argument's own DLTensor
             return _from_result(fr)
+        except BaseException:
+            # zero-cost when nothing is raised; a KeyboardInterrupt handled right after the call
+            # returned (Ctrl-C during it) leaves the callee's owned result in the frame
+            _drop_result(fr)
+            raise
         finally:
             if keep or owned:
                 fr.release()
@@ -178,6 +189,17 @@ class Function(Object):
 
     def __repr__(self) -> str:
         return f"<anyffi.Function at 0x{self._h:x}>" if self._h else "<anyffi.Function (closed)>"
+
+
+def _drop_result(fr, _DecRef=_capi.TVMFFIObjectDecRef) -> None:
+    """Releases an owned object result still in the frame (not decoded: an exception came first)."""
+    if fr.I[0] >= 64:
+        h = fr.Q[1]
+        fr.Q[0] = 0
+        fr.Q[1] = 0
+        _DecRef(h)
+    else:
+        fr.Q[0] = 0
 
 
 def _call_many(f: Function, args: tuple) -> Any:
@@ -189,6 +211,9 @@ def _call_many(f: Function, args: tuple) -> Any:
         if rc:
             return _call_failed(f, args, rc)
         return _from_result(fr)
+    except BaseException:
+        _drop_result(fr)
+        raise
     finally:
         fr.release()
 

@@ -20,6 +20,7 @@ valid only as long as that someone keeps it.
 from __future__ import annotations
 
 import ctypes
+from _thread import get_ident as _get_ident
 from typing import Any, Optional
 
 from . import _capi, _marshal, _mem
@@ -399,39 +400,42 @@ class Tensor(Object):
         return f"<anyffi.{kind} shape={self.shape} dtype={self.dtype} device={self.device}>"
 
 
-# The DLTensor* views handed to running callbacks, by address, innermost last. A DLTensor* result
-# equal to one of them (a callback passing its argument through another function, `echo(t)`) is
-# that same view, so that it is closed with it when the callback returns instead of outliving
-# the caller's DLTensor.
-_CALLBACK_VIEWS: dict[int, list] = {}
+# The DLTensor* views handed to running callbacks, by (thread, address), innermost last. A
+# DLTensor* result equal to one of this thread's (a callback passing its argument through another
+# function, `echo(t)`) is that same view, so that it is closed with it when the callback returns
+# instead of outliving the caller's DLTensor. Per thread: a C caller may pass the same DLTensor*
+# to callbacks on several threads at once (a parallel kernel), and each list is then changed by
+# one thread only (no view of another thread's callback, no list changing under an iteration).
+_CALLBACK_VIEWS: dict[tuple[int, int], list] = {}
 
 
-def _arg_view(dltensor: int) -> Tensor:
+def _arg_view(dltensor: int, _ident=_get_ident) -> Tensor:
     o = Tensor._view(dltensor)
     if _READ_ONLY_DL and dltensor in _READ_ONLY_DL:
         o._ro = True  # the caller passed a read-only array
-    _CALLBACK_VIEWS.setdefault(dltensor, []).append(o)
+    _CALLBACK_VIEWS.setdefault((_ident(), dltensor), []).append(o)
     return o
 
 
-def _result_view(dltensor: int) -> Tensor:
-    stack = _CALLBACK_VIEWS.get(dltensor)
+def _result_view(dltensor: int, _ident=_get_ident) -> Tensor:
+    stack = _CALLBACK_VIEWS.get((_ident(), dltensor))
     if stack:
         return stack[-1]
     return Tensor._view(dltensor)
 
 
-def _close_arg_view(v: Tensor, views=_CALLBACK_VIEWS) -> None:
-    dl = v._dl
+def _close_arg_view(v: Tensor, views=_CALLBACK_VIEWS, _ident=_get_ident) -> None:
+    # runs on the thread that made the view (the trampoline's `finally`)
+    key = (_ident(), v._dl)
     v._dl = 0
-    stack = views.get(dl)
+    stack = views.get(key)
     if stack:
         for j in range(len(stack) - 1, -1, -1):
             if stack[j] is v:
                 del stack[j]
                 break
         if not stack:
-            views.pop(dl, None)
+            views.pop(key, None)
 
 
 _marshal.DLTENSOR_VIEW.append(_result_view)

@@ -220,3 +220,41 @@ def test_kinds_whose_class_needs_more_arguments_come_back_as_error(t):
     with pytest.raises(anyffi.Error, match="boom") as info:
         t.raise_error("UnicodeDecodeError", "boom")
     assert info.value.kind == "UnicodeDecodeError"
+
+
+def test_an_error_the_caller_dropped_never_comes_back_as_its_exception(t):
+    # A callback raises E under a C caller that drops the error; a later, unrelated error with
+    # the same kind and message (often at the freed error's address) must be a new exception,
+    # not E with the old callback's traceback.
+    E = ValueError("bad input")
+
+    def raiser():
+        raise E
+
+    f = anyffi.Function(raiser)
+    for _ in range(50):
+        _raw_call_error(f)  # the "C caller": moves the error out and releases it
+        with pytest.raises(ValueError, match="bad input") as e:
+            t.raise_error("ValueError", "bad input")
+        assert e.value is not E
+
+
+def test_a_signal_right_after_a_call_releases_its_result(t):
+    # Ctrl-C during a slow call is raised right after the foreign call returns, before the owned
+    # result is decoded: that result must be released, not leaked in the pooled frame. The
+    # signal is simulated by a `_call` that raises once the real call has returned.
+    o = anyffi.Array([1, 2])
+    n = o.use_count
+    for f, args in ((anyffi.Function(lambda: o), ()), (t.echo, (o,))):
+        g = type(f)._from_borrowed(f.handle)  # another handle, whose `_call` we replace
+
+        def interrupted(*a, real=g._call):
+            real(*a)
+            raise KeyboardInterrupt
+
+        g._call = interrupted
+        with pytest.raises(KeyboardInterrupt):
+            g(*args)
+        g.close()
+        assert o.use_count == n
+        assert f(*args) == o  # the pooled frames still work

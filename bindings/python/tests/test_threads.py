@@ -133,3 +133,32 @@ def test_ops_work_in_a_forked_child():
     )
     assert out.returncode == 0, out.stderr
     assert "child exit 0" in out.stdout, (out.stdout, out.stderr)
+
+
+def test_one_dltensor_in_callbacks_on_several_threads_at_once(t):
+    # A parallel C caller hands the same DLTensor* to a Python callback on several threads; each
+    # callback's echo(view) is its own view (not another thread's, closed under it), and the
+    # views are all closed afterwards.
+    import ctypes
+
+    from anyffi import _capi, tensor as tensor_mod
+
+    x = np.arange(8, dtype="float32")
+    owner = anyffi.from_dlpack(x)  # an ffi.Tensor: its DLTensor sits after the object header
+    dl = owner.handle + _capi.OBJ_CELL
+
+    def cb(v):
+        r = t.echo(v)
+        return int(r is v and r.shape == (8,))
+
+    f = anyffi.Function(cb)
+
+    def work(i):
+        arg, res = _capi.TVMFFIAny(), _capi.TVMFFIAny()
+        arg.type_index, arg.v_int64 = _capi.kDLTensorPtr, dl
+        for _ in range(300):
+            rc = _capi.TVMFFIFunctionCall(ctypes.c_void_p(f.handle), ctypes.byref(arg), 1, ctypes.byref(res))
+            assert rc == 0 and (res.type_index, res.v_int64) == (1, 1)
+
+    assert run_threads(work) == []
+    assert not tensor_mod._CALLBACK_VIEWS
