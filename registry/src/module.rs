@@ -491,8 +491,17 @@ impl ModuleObj {
                     "Cannot find function {name} in the imported modules or global registry."
                 ))
             })?;
-        let raw = found.as_raw();
-        st.import_cache.lock().insert(name.to_string(), found);
+        // Another thread may have cached `name` meanwhile: keep (and return) the cached one,
+        // since its pointer may already have been handed out borrowed; ours is released
+        // outside the lock (its deleter may call back in).
+        let (raw, unused) = {
+            let mut cache = st.import_cache.lock();
+            match cache.entry(name.to_string()) {
+                std::collections::hash_map::Entry::Occupied(e) => (e.get().as_raw(), Some(found)),
+                std::collections::hash_map::Entry::Vacant(v) => (v.insert(found).as_raw(), None),
+            }
+        };
+        drop(unused);
         Ok(raw)
     }
 }
@@ -526,6 +535,13 @@ pub fn load_dylib(path: &str) -> Result<Module> {
         handle,
         path: path.to_string(),
     };
+    create_library_module(lib, path)
+}
+
+/// The official `CreateLibraryModule`, shared by shared objects and the system library: writes
+/// the context symbols into the library, rebuilds embedded modules (`__tvm_ffi__library_bin`)
+/// and writes the root's library module into `__tvm_ffi__library_ctx`.
+fn create_library_module(lib: Library, path: &str) -> Result<Module> {
     for (name, sym) in crate::env::CONTEXT_SYMBOLS.lock().iter() {
         let slot = lib.symbol(name) as *mut *mut c_void;
         if !slot.is_null() {
@@ -671,17 +687,25 @@ fn load_library_bin(
 
 static SYSTEM_LIBS: LazyLock<Mutex<HashMap<String, Module>>> = LazyLock::new(Default::default);
 
-/// The system library module for `prefix` (one per prefix, created on first use).
-pub fn system_lib(prefix: &str) -> Module {
-    SYSTEM_LIBS
+/// The system library module for `prefix` (one per prefix, created on first use, as the
+/// official library does: context symbols, `__tvm_ffi__library_ctx` and an embedded
+/// `__tvm_ffi__library_bin` registered as system-library symbols are honoured).
+pub fn system_lib(prefix: &str) -> Result<Module> {
+    if let Some(m) = SYSTEM_LIBS.lock().get(prefix) {
+        return Ok(m.clone());
+    }
+    // Created without the lock: embedded modules run loaders (user code, which may ask for a
+    // system library too). Two threads may both create it; the first one cached wins.
+    let lib = Library::System {
+        prefix: prefix.to_string(),
+    };
+    let m = create_library_module(lib, "<system library>")?;
+    let kept = SYSTEM_LIBS
         .lock()
         .entry(prefix.to_string())
-        .or_insert_with(|| {
-            make_module(Library::System {
-                prefix: prefix.to_string(),
-            })
-        })
-        .clone()
+        .or_insert(m)
+        .clone();
+    Ok(kept)
 }
 
 /// Modules kept alive for the life of the process (`ffi.ModuleGlobalsAdd`).
@@ -706,7 +730,15 @@ pub fn load_from_file(path: &str) -> Result<Any> {
         )));
     };
     let (p, f) = (Any::from(path), Any::from(ext));
-    loader.call(&[p.as_view(), f.as_view()])
+    let m = loader.call(&[p.as_view(), f.as_view()])?;
+    // As the official `(*floader)(file_name, format).cast<Module>()`.
+    if m.as_view().as_object_of::<ModuleObj>().is_none() {
+        return Err(Error::type_error(format!(
+            "Cannot convert from type `{}` to `ffi.Module`",
+            m.as_view().type_key()
+        )));
+    }
+    Ok(m)
 }
 
 // The C++ layout: `imports_` at offset 24 (reflection reads it there), 40 bytes past the vptr.

@@ -363,3 +363,55 @@ CASE(bt_stable_pointer) {
   const TVMFFIByteArray* b = TVMFFIBacktrace("b.c", 2, "fb", 0);
   P("~same pointer=%d", a == b);
 }
+
+/* The system library is made as a loaded library is (the official CreateLibraryModule): the
+ * context symbols and __tvm_ffi__library_ctx registered as system-library symbols are written,
+ * so its functions can look up imports through the context. (Ours ignored both.) The value
+ * written differs (the official library writes its C++ ModuleObj*, ours the object handle):
+ * each library's own lookup accepts its own. */
+static void* cdiff_sys_ctx = NULL;
+static void* cdiff_sys_sym = NULL;
+CASE(modsym_syslib_ctx_and_context_symbols) {
+  pr_rc("ctx sym", TVMFFIEnvModRegisterContextSymbol("__cdiff_ctxsym", (void*)0x1234));
+  pr_rc("sys ctx slot", TVMFFIEnvModRegisterSystemLibSymbol("__tvm_ffi__library_ctx", &cdiff_sys_ctx));
+  pr_rc("sys ctxsym slot", TVMFFIEnvModRegisterSystemLibSymbol("__cdiff_ctxsym", &cdiff_sys_sym));
+  void* sl = get_global("ffi.SystemLib");
+  TVMFFIAny rv;
+  int rc = call(sl, NULL, 0, &rv);
+  pr_rc("SystemLib()", rc);
+  if (rc == 0) {
+    P("library_ctx written=%d", cdiff_sys_ctx != NULL);
+    P("context symbol=%p", cdiff_sys_sym);
+    if (cdiff_sys_ctx != NULL) {
+      void* out = NULL;
+      pr_rc("lookup through the ctx", TVMFFIEnvModLookupFromImports(cdiff_sys_ctx, "ffi.String", &out));
+      P("found=%d", out != NULL);
+    }
+    any_release(&rv);
+  }
+  TVMFFIObjectDecRef(sl);
+}
+
+/* A registered loader whose result is not a module: a TypeError, as the official cast<Module>()
+ * (ours returned the int). */
+static int cdiff_loader_int(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
+  (void)self;
+  (void)args;
+  (void)n;
+  result->type_index = kTVMFFIInt;
+  result->v_int64 = 7;
+  return 0;
+}
+CASE(module_load_loader_returns_int) {
+  void* f = NULL;
+  pr_rc("create", TVMFFIFunctionCreate(NULL, cdiff_loader_int, NULL, &f));
+  TVMFFIByteArray nm = ba("ffi.Module.load_from_file.cdiffx");
+  pr_rc("set loader", TVMFFIFunctionSetGlobal(&nm, f, 0));
+  void* load = get_global("ffi.ModuleLoadFromFile");
+  TVMFFIAny a = a_raw("/nonexistent/x.cdiffx"), rv;
+  int rc = call(load, &a, 1, &rv);
+  pr_rc("ModuleLoadFromFile(x.cdiffx)", rc);
+  if (rc == 0) pr_any_release("rv", &rv);
+  TVMFFIObjectDecRef(load);
+  TVMFFIObjectDecRef(f);
+}

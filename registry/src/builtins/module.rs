@@ -110,7 +110,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
                     )))
                 }
             };
-            Ok(Any::from(module::system_lib(&prefix)))
+            Ok(Any::from(module::system_lib(&prefix)?))
         },
     );
 }
