@@ -775,6 +775,61 @@ mod tests {
         load_library_bin("blob.so", b, &lib, std::ptr::null_mut())
     }
 
+    unsafe extern "C" fn race_g(
+        _h: *mut c_void,
+        _args: *const anyffi::abi::TVMFFIAny,
+        _n: i32,
+        result: *mut anyffi::abi::TVMFFIAny,
+    ) -> i32 {
+        // SAFETY: the caller's result slot.
+        unsafe {
+            (*result).type_index = anyffi::abi::kTVMFFIInt;
+            (*result).value.v_int64 = 42;
+        }
+        0
+    }
+
+    #[test]
+    fn concurrent_first_import_lookups_get_one_cached_function() {
+        // A library module makes a new Function per lookup; two threads' first
+        // `TVMFFIEnvModLookupFromImports` of one name both missed the cache and both inserted,
+        // so the second insert freed the function the first had already handed out borrowed.
+        for round in 0..40 {
+            let (a, b) = (format!("race{round}_a_"), format!("race{round}_b_"));
+            // SAFETY: `race_g` is a packed function that accepts any handle.
+            unsafe {
+                crate::env::register_system_lib_symbol(
+                    &format!("{SYMBOL_PREFIX}{b}g"),
+                    race_g as *mut c_void,
+                )
+            };
+            let (ma, mb) = (system_lib(&a).unwrap(), system_lib(&b).unwrap());
+            ma.import_module(&mb).unwrap();
+            let barrier = std::sync::Barrier::new(4);
+            let ptrs: Vec<usize> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            ma.lookup_from_imports("g").unwrap() as usize
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert!(
+                ptrs.iter().all(|&p| p == ptrs[0]),
+                "round {round}: {ptrs:x?}"
+            );
+            // the one pointer handed out is the cached, live function
+            let f = ma.lookup_from_imports("g").unwrap();
+            assert_eq!(f as usize, ptrs[0]);
+            // SAFETY: a borrowed, live function object.
+            let ti = unsafe { (*f).type_index };
+            assert_eq!(ti, anyffi::abi::kTVMFFIFunction);
+        }
+    }
+
     #[test]
     fn library_bin_rebuilds_the_import_tree() {
         let root = load(&blob(&[&[1, 2], &[2], &[]], &["_lib", "_lib", "_lib"])).unwrap();
