@@ -70,11 +70,10 @@ fn f2_error_backtrace_dangles_after_update() {
 #[should_panic(expected = "map storage must be an ffi.Map (72) or ffi.Dict (76)")]
 fn f4_map_base_new_small_with_any_type_index() {
     let m = anyffi::map_base::new_small(kTVMFFIFunction, 2);
-    let f: Function = m
-        .upcast()
-        .downcast::<FunctionObj>()
-        .ok()
-        .expect("claims to be a Function");
+    let Ok(f) = m.upcast().downcast::<FunctionObj>() else {
+        panic!("claims to be a Function")
+    };
+    let f: Function = f;
     let _ = f.call(&[]); // calls the map's data pointer (heap) as code
 }
 
@@ -111,10 +110,9 @@ fn f6_dict_mutated_by_equal_hook_during_lookup() {
 fn f4_map_base_new_dense_with_inconsistent_shift() {
     // fib_shift 0 with 16 slots: buckets are full 64-bit products, used unreduced as slot indices
     let m = anyffi::map_base::new_dense(anyffi::abi::kTVMFFIDict, 0, 16);
-    let d: Dict = m
-        .upcast()
-        .downcast::<anyffi::DictObj>()
-        .ok()
-        .expect("a dict");
+    let Ok(d) = m.upcast().downcast::<anyffi::DictObj>() else {
+        panic!("a dict")
+    };
+    let d: Dict = d;
     d.insert(Any::from(12345i64), Any::from(1i64)).unwrap(); // reads metadata far outside the table
 }
