@@ -11,7 +11,18 @@ the user's (convert to `Float32`).
 primitive type BFloat16 16 end
 
 BFloat16(x::Float32) = _bf16_from_f32(x)
-BFloat16(x::Real) = BFloat16(Float32(x))
+# Float64 -> Float32 -> bfloat16 would round twice (1 + 2^-8 + 2^-30 -> 1.0, not 1 + 2^-7).
+# Round to Float32 towards zero and keep the lost bits as a sticky low bit ("round to odd"):
+# Float32 has 16 more significand bits than bfloat16, so the final rounding is then exact.
+function BFloat16(x::Float64)
+    f = Float32(x, RoundToZero)
+    if !isnan(x) && Float64(f) != x
+        f = reinterpret(Float32, reinterpret(UInt32, f) | 0x00000001)
+    end
+    return _bf16_from_f32(f)
+end
+BFloat16(x::Union{Float16,Bool,Int8,Int16,UInt8,UInt16}) = BFloat16(Float32(x))  # exact in Float32
+BFloat16(x::Real) = BFloat16(Float64(x))
 function _bf16_from_f32(x::Float32)
     u = reinterpret(UInt32, x)
     isnan(x) && return reinterpret(BFloat16, UInt16((u >> 16) | 0x0040))  # keep NaN quiet
@@ -25,6 +36,10 @@ Base.convert(::Type{T}, x::BFloat16) where {T<:AbstractFloat} = T(Float32(x))
 Base.zero(::Type{BFloat16}) = reinterpret(BFloat16, 0x0000)
 Base.one(::Type{BFloat16}) = reinterpret(BFloat16, 0x3f80)
 Base.isnan(x::BFloat16) = isnan(Float32(x))
+# BFloat16 is not a Number, so the Number fallbacks are missing: without these,
+# transpose(A)/A' of a BFloat16 matrix has eltype Union{} and cannot be read or passed to FFI.
+Base.transpose(x::BFloat16) = x
+Base.adjoint(x::BFloat16) = x
 Base.:(==)(a::BFloat16, b::BFloat16) = Float32(a) == Float32(b)
 Base.show(io::IO, x::BFloat16) = print(io, "BFloat16(", Float32(x), ")")
 

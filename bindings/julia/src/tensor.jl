@@ -299,6 +299,7 @@ end
 
 # The ffi.Tensor of a strided array (checked by the caller).
 function _export_dlpack(A::AbstractArray)
+    _pin_size!(A)
     mt = _managed_versioned(A)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     rc = TVMFFITensorFromDLPackVersioned(mt, 0, 0, out)
@@ -308,6 +309,21 @@ function _export_dlpack(A::AbstractArray)
         check_call(rc)
     end
     return TVMTensor(out[]; borrowed = false)
+end
+
+# A Vector under an exported tensor must not be resized (push!, resize!, append!, ...): Julia
+# would move its memory and the tensor would point to freed memory. Reshaping an Array marks its
+# data shared, and Julia then refuses to resize it ("cannot resize array with shared data"), as
+# it does for any reshaped vector; the mark stays for the vector's lifetime.
+function _pin_size!(A::AbstractArray)
+    root = A
+    while true
+        p = parent(root)
+        p === root && break
+        root = p
+    end
+    root isa Vector && reshape(root, length(root), 1)
+    return nothing
 end
 
 # The ffi.Tensor of a borrowed view: its metadata copied into a malloc'd managed tensor with no

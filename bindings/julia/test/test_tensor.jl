@@ -40,6 +40,15 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         @test reinterpret(UInt16, BFloat16(1.0f0 + 2.0f0^-8)) == 0x3f80   # tie -> even
         @test reinterpret(UInt16, BFloat16(1.0f0 + 3 * 2.0f0^-8)) == 0x3f82
         @test isnan(Float32(BFloat16(NaN32)))
+        # from Float64 rounded once (through Float32 it rounded twice: this value gave 1.0)
+        @test Float32(BFloat16(1 + 2.0^-8 + 2.0^-30)) == 1.0078125f0
+        @test Float32(BFloat16(1 + 2.0^-8)) == 1.0f0                     # an exact tie -> even
+        @test isinf(Float32(BFloat16(1e300))) && isnan(Float32(BFloat16(NaN)))
+        @test Float32(BFloat16(3)) == 3.0f0 && Float32(BFloat16(Float16(0.5))) == 0.5f0
+        # transpose/adjoint of a BFloat16 matrix are strided views like any other
+        W = BFloat16.(Float32[1 2 3; 4 5 6])
+        @test eltype(transpose(W)) == BFloat16 && transpose(W)[3, 2] == W[2, 3] && W'[1, 2] == W[2, 1]
+        @test from_dlpack(TVMTensor(transpose(W))) == transpose(W)
         # devices
         @test string(cpu()) == "cpu:0" && string(cuda(2)) == "cuda:2"
         @test DLDevice("cuda:1") == cuda(1) && DLDevice(:cpu) == cpu()
@@ -191,6 +200,13 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         t = APPLY(() -> collect(Int32, 1:10))
         GC.gc(); GC.gc()
         @test from_dlpack(t) == 1:10
+        # a Vector under an exported tensor cannot be resized (its memory would move under the
+        # tensor): Julia refuses, as for any reshaped vector
+        v = collect(Float32, 1:8)
+        tv8 = TVMTensor(v)
+        @test_throws ErrorException resize!(v, 10^6)
+        @test_throws ErrorException push!(v, 9f0)
+        @test from_dlpack(tv8) == 1:8 && pointer(from_dlpack(tv8)) == pointer(v)
     end
 
     @testset "strided arrays returned from callbacks are owned" begin
