@@ -248,6 +248,41 @@ class Shape(Object, Sequence):
     def __hash__(self) -> int:
         return hash(self._dims())
 
+    # The tuple operations of the official package's Shape (a tuple subclass there): + and *
+    # give plain tuples, and shapes order as tuples do.
+    def _tuple_of(self, other: Any):
+        if isinstance(other, Shape):
+            return other._dims()
+        return other if isinstance(other, tuple) else None
+
+    def __add__(self, other: Any):
+        o = self._tuple_of(other)
+        return NotImplemented if o is None else self._dims() + o
+
+    def __radd__(self, other: Any):
+        return other + self._dims() if isinstance(other, tuple) else NotImplemented
+
+    def __mul__(self, n: Any):
+        return self._dims() * n if isinstance(n, int) else NotImplemented
+
+    __rmul__ = __mul__
+
+    def __lt__(self, other: Any):
+        o = self._tuple_of(other)
+        return NotImplemented if o is None else self._dims() < o
+
+    def __le__(self, other: Any):
+        o = self._tuple_of(other)
+        return NotImplemented if o is None else self._dims() <= o
+
+    def __gt__(self, other: Any):
+        o = self._tuple_of(other)
+        return NotImplemented if o is None else self._dims() > o
+
+    def __ge__(self, other: Any):
+        o = self._tuple_of(other)
+        return NotImplemented if o is None else self._dims() >= o
+
     def __repr__(self) -> str:
         return f"Shape({self._dims()!r})" if self._h else "<anyffi.Shape (closed)>"
 

@@ -172,6 +172,15 @@ def test_shape():
     assert anyffi.Shape(()) == ()
     assert hash(s) == hash((2, 3, 4))
     assert repr(s) == "Shape((2, 3, 4))"
+    # the tuple operations of the official Shape (a tuple subclass there)
+    assert s + (5,) == (2, 3, 4, 5) and type(s + (5,)) is tuple and (1,) + s == (1, 2, 3, 4)
+    assert s + anyffi.Shape((7,)) == (2, 3, 4, 7) and s * 2 == (2, 3, 4) * 2 and 2 * s == s * 2
+    assert s < (2, 4) and s <= (2, 3, 4) and s > (2, 3) and s >= anyffi.Shape((2, 3, 4))
+    assert sorted([anyffi.Shape((3,)), anyffi.Shape((1, 9))]) == [(1, 9), (3,)]
+    with pytest.raises(TypeError):
+        s + [5]
+    with pytest.raises(TypeError):
+        s < 3
 
 
 @shape
