@@ -125,7 +125,10 @@ def _backtrace_note(backtrace: str) -> str:
 
 def exception_from_error(h: int) -> BaseException:
     """A Python exception for the ``ffi.Error`` ``h`` (borrowed)."""
-    kind, message, backtrace = error_parts(h)
+    return _exception_from_parts(h, *error_parts(h))
+
+
+def _exception_from_parts(h: int, kind: str, message: str, backtrace: str) -> BaseException:
     sent = getattr(_tls, "sent", None)
     if sent is not None and sent.h == h:
         _tls.sent = None
@@ -152,18 +155,24 @@ def _attach_backtrace(exc: BaseException, backtrace: str) -> None:
         exc.__notes__ = notes  # what BaseException.add_note (3.11+) appends to
 
 
-def raise_from_raised(rc: int = -1) -> None:
-    """Raises the error the last failed call left in this thread's slot."""
+def take_raised(rc: int = -1) -> tuple[BaseException, str, str]:
+    """Moves out the error the last failed call left in this thread's slot: its Python
+    exception, its FFI kind and its FFI message."""
     out = ctypes.c_void_p()
     _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(out))
     h = out.value
     if not h:
         raise Error(f"an FFI call failed (return code {rc}) without raising an error", "InternalError")
     try:
-        exc = exception_from_error(h)
+        kind, message, backtrace = error_parts(h)
+        return _exception_from_parts(h, kind, message, backtrace), kind, message
     finally:
         _capi.TVMFFIObjectDecRef(h)
-    raise exc
+
+
+def raise_from_raised(rc: int = -1) -> None:
+    """Raises the error the last failed call left in this thread's slot."""
+    raise take_raised(rc)[0]
 
 
 def check_call(rc: int) -> None:

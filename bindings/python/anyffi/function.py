@@ -18,7 +18,7 @@ import ctypes
 from typing import Any, Callable, Optional
 
 from . import _capi, _marshal, _mem
-from .errors import Error, check_call, error_parts, exception_from_error, kind_of, raise_from_raised, set_raised_from_python
+from .errors import check_call, kind_of, raise_from_raised, set_raised_from_python, take_raised
 from .object import Object, register_object
 
 _MQ, _MI = _mem.Q, _mem.I  # address-space views (object headers, capsules, callback results)
@@ -226,16 +226,7 @@ def _call_failed(f: "Function", args: tuple, rc: int) -> Any:
     as the official package passes them. A typed function checks its arguments before its body
     runs, so the first attempt did nothing; the retry has no ``DLTensor*`` left, so it is the
     last."""
-    out = ctypes.c_void_p()
-    _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(out))
-    h = out.value
-    if not h:
-        raise Error(f"an FFI call failed (return code {rc}) without raising an error", "InternalError")
-    try:
-        kind, message, _ = error_parts(h)
-        exc = exception_from_error(h)
-    finally:
-        _capi.TVMFFIObjectDecRef(h)
+    exc, kind, message = take_raised(rc)
     prefix = "Mismatched type on argument #"
     if kind == "TypeError" and message.startswith(prefix) and "but got `DLTensor*`" in message:
         i = message[len(prefix) :].split(" ", 1)[0]

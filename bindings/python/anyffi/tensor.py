@@ -153,6 +153,15 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
 _ARRAY_KIND_CODE = {"i": 0, "u": 1, "f": 2, "b": 6, "c": 5}
 
 
+def _compact_strides(shape: "tuple[int, ...]") -> "tuple[int, ...]":
+    """Row-major strides, in elements, of a compact tensor of ``shape``."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
 def _dltensor_of_array_interface(a: Any, keep: list) -> int:
     """A DLTensor over the memory of an ``__array_interface__`` exporter (CPU), kept in ``keep``."""
     ai = a.__array_interface__
@@ -161,14 +170,7 @@ def _dltensor_of_array_interface(a: Any, keep: list) -> int:
     if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
         raise TypeError(f"cannot pass a {typestr} array as a tensor")
     byte_strides = ai.get("strides")
-    if byte_strides is None:
-        strides, acc = [], 1
-        for d in reversed(shape):
-            strides.append(acc)
-            acc *= d
-        strides.reverse()
-    else:
-        strides = [s // item for s in byte_strides]
+    strides = _compact_strides(shape) if byte_strides is None else [s // item for s in byte_strides]
     nd = len(shape)
     dims = (ctypes.c_int64 * max(nd, 1))(*shape)
     strs = (ctypes.c_int64 * max(nd, 1))(*strides)
@@ -289,11 +291,7 @@ class Tensor(Object):
         p = Q[qi(dl + _capi.DLT_STRIDES)]
         if p:
             return tuple(_mem.q[qi(p) + i] for i in range(nd))
-        out, acc = [], 1
-        for d in reversed(self.shape):
-            out.append(acc)
-            acc *= d
-        return tuple(reversed(out))
+        return _compact_strides(self.shape)
 
     @property
     def dtype(self) -> dtype:
@@ -493,23 +491,31 @@ _VIEW_EXPORT_DELETER_ADDR = ctypes.cast(_view_export_deleter, ctypes.c_void_p).v
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_view_export_deleter))  # a consumer may outlive the module
 
 
-def _export_view(t: Tensor, versioned: bool) -> object:
-    if t._ro and not versioned:
-        raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
-    src = _capi.DLTensor.from_address(t._dlt())
-    nd = src.ndim
-    dims = (ctypes.c_int64 * (2 * nd or 1))(*t.shape, *t.strides)
+def _managed_tensor(dl_src, shape, strides, versioned: bool, read_only: bool, keep: Any = None) -> int:
+    """A managed tensor (kept in _VIEW_EXPORTS until its deleter) with the data, device, dtype and
+    byte offset of ``dl_src`` (a DLTensor) and its own copy of ``shape`` and ``strides``; ``keep``
+    lives as long as it. Its address."""
+    nd = len(shape)
+    dims = (ctypes.c_int64 * (2 * nd or 1))(*shape, *strides)
     mt = _capi.DLManagedTensorVersioned() if versioned else _capi.DLManagedTensor()
     dl = mt.dl_tensor
-    dl.data, dl.device, dl.ndim, dl.dtype, dl.byte_offset = src.data, src.device, nd, src.dtype, src.byte_offset
+    dl.data, dl.device, dl.ndim, dl.dtype, dl.byte_offset = dl_src.data, dl_src.device, nd, dl_src.dtype, dl_src.byte_offset
     dl.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
     dl.strides = ctypes.cast(ctypes.byref(dims, 8 * nd), ctypes.POINTER(ctypes.c_int64))
     mt.deleter = _VIEW_EXPORT_DELETER_ADDR
     if versioned:
         mt.version.major, mt.version.minor = 1, 0
-        mt.flags = _DLPACK_FLAG_READ_ONLY if t._ro else 0
+        mt.flags = _DLPACK_FLAG_READ_ONLY if read_only else 0
     addr = ctypes.addressof(mt)
-    _VIEW_EXPORTS[addr] = (mt, dims)
+    _VIEW_EXPORTS[addr] = (mt, dims, keep)
+    return addr
+
+
+def _export_view(t: Tensor, versioned: bool) -> object:
+    if t._ro and not versioned:
+        raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
+    src = _capi.DLTensor.from_address(t._dlt())
+    addr = _managed_tensor(src, t.shape, t.strides, versioned, t._ro)
     return _PyCapsule_New(addr, _VERSIONED if versioned else _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
 
 
@@ -540,24 +546,9 @@ def _owned_copy_of_view(t: Tensor) -> Tensor:
         "strides": tuple(s * item for s in strides) + (1,),
     }))
     buf = np.array(src, order="C", copy=True)
-    nd = len(shape)
-    compact, acc = [], 1
-    for n in reversed(shape):
-        compact.append(acc)
-        acc *= n
-    compact.reverse()
-    dims = (ctypes.c_int64 * (2 * nd or 1))(*shape, *compact)
-    mt = _capi.DLManagedTensorVersioned()
-    dl = mt.dl_tensor
-    dl.data, dl.device, dl.ndim, dl.byte_offset = buf.ctypes.data, _capi.DLDevice(1, 0), nd, 0
-    dl.dtype = _capi.DLDataType(d.code, d.bits, d.lanes)
-    dl.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
-    dl.strides = ctypes.cast(ctypes.byref(dims, 8 * nd), ctypes.POINTER(ctypes.c_int64))
-    mt.deleter = _VIEW_EXPORT_DELETER_ADDR
-    mt.version.major, mt.version.minor = 1, 0
-    mt.flags = 0
-    addr = ctypes.addressof(mt)
-    _VIEW_EXPORTS[addr] = (mt, dims, buf)  # until the ffi.Tensor's deleter
+    copy = _capi.DLTensor()
+    copy.data, copy.device, copy.dtype = buf.ctypes.data, _capi.DLDevice(1, 0), _capi.DLDataType(d.code, d.bits, d.lanes)
+    addr = _managed_tensor(copy, shape, _compact_strides(shape), True, False, buf)  # buf: until the deleter
     out = ctypes.c_void_p()
     try:
         check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, 0, 0, ctypes.byref(out)))
