@@ -134,6 +134,30 @@ fn rt(shape: &[i64], dt: Dt, rng: &mut Rng, scale: f64, bias: f64) -> HostTensor
     rand_tensor(rng, shape, dt, scale, bias).0
 }
 
+/// `ops.self_attention` tensors (out, q, k, v) and arguments for 12 heads over 2 KV heads of
+/// d = 128: q all ones, keys `neg` -inf in every element (so they score -inf), the rest random.
+fn minus_inf_keys(
+    dt: Dt,
+    rng: &mut Rng,
+    l: i64,
+    s: i64,
+    neg: std::ops::Range<i64>,
+) -> (Vec<HostTensor>, [A; 5]) {
+    let (h, hk, d) = (12i64, 2i64, 128i64);
+    let mut q = HostTensor::new(&[l, h, d], dt);
+    q.set(&vec![1.0; (l * h * d) as usize]);
+    let mut k = rt(&[s, hk, d], dt, rng, 1.0, 0.0);
+    let mut kv = k.get();
+    for x in &mut kv[(neg.start * hk * d) as usize..(neg.end * hk * d) as usize] {
+        *x = f64::NEG_INFINITY;
+    }
+    k.set(&kv);
+    let v = rt(&[s, hk, d], dt, rng, 1.0, 0.0);
+    let scale = 1.0 / (d as f64).sqrt();
+    let args = [A::T(0), A::T(1), A::T(2), A::T(3), A::F(scale)];
+    (vec![HostTensor::new(&[l, h, d], dt), q, k, v], args)
+}
+
 #[test]
 fn add_and_swiglu() {
     if !gpu_or_skip() {
@@ -416,23 +440,7 @@ fn self_attention_decode_prefill_gqa() {
             (1, 300, 0..100),
             (1, 4096, 100..700),
         ] {
-            let (h, hk, d) = (12i64, 2i64, 128i64);
-            let mut q = HostTensor::new(&[l, h, d], dt);
-            q.set(&vec![1.0; (l * h * d) as usize]);
-            let mut k = rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0);
-            let mut kv = k.get();
-            for x in &mut kv[(neg.start * hk * d) as usize..(neg.end * hk * d) as usize] {
-                *x = f64::NEG_INFINITY;
-            }
-            k.set(&kv);
-            let mut ts = vec![
-                HostTensor::new(&[l, h, d], dt),
-                q,
-                k,
-                rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0),
-            ];
-            let scale = 1.0 / (d as f64).sqrt();
-            let args = [A::T(0), A::T(1), A::T(2), A::T(3), A::F(scale)];
+            let (mut ts, args) = minus_inf_keys(dt, &mut rng, l, s, neg.clone());
             let r = both("ops.self_attention", &mut ts, &args, &[0]);
             check(
                 &format!("self_attention {dt:?} ({l},{s}) -inf keys {neg:?}"),
@@ -449,26 +457,10 @@ fn self_attention_decode_prefill_gqa() {
             (4, 4, 1),
             (5, 300, 297),
         ] {
-            let (h, hk, d) = (12i64, 2i64, 128i64);
-            let mut q = HostTensor::new(&[l, h, d], dt);
-            q.set(&vec![1.0; (l * h * d) as usize]);
-            let mut k = rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0);
-            let mut kv = k.get();
-            for x in &mut kv[..(neg * hk * d) as usize] {
-                *x = f64::NEG_INFINITY;
-            }
-            k.set(&kv);
-            let mut ts = vec![
-                HostTensor::new(&[l, h, d], dt),
-                q,
-                k,
-                rt(&[s, hk, d], dt, &mut rng, 1.0, 0.0),
-            ];
-            let scale = 1.0 / (d as f64).sqrt();
-            let args = [A::T(0), A::T(1), A::T(2), A::T(3), A::F(scale)];
+            let (mut ts, args) = minus_inf_keys(dt, &mut rng, l, s, 0..neg);
             let what = format!("self_attention {dt:?} ({l},{s}) all -inf below key {neg}");
             for (cpu, gpu) in both("ops.self_attention", &mut ts, &args, &[0]) {
-                let row = (h * d) as usize;
+                let row = cpu.len() / l as usize; // h * d
                 for i in 0..l as usize {
                     let sees = i as i64 + (s - l) + 1;
                     let (c, g) = (&cpu[i * row..(i + 1) * row], &gpu[i * row..(i + 1) * row]);

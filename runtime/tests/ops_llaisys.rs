@@ -479,6 +479,31 @@ fn self_attention_decode_and_prefill_with_cache() {
     }
 }
 
+/// Attention inputs (tensor and its values) whose query is all ones and whose keys `neg` are
+/// -inf in every element, so that they score -inf; the rest of K and V random.
+#[allow(clippy::too_many_arguments)]
+fn minus_inf_keys(
+    rng: &mut Rng,
+    dt: Dt,
+    l: usize,
+    s: usize,
+    h: usize,
+    hk: usize,
+    d: usize,
+    neg: std::ops::Range<usize>,
+) -> [(HostTensor, Vec<f64>); 3] {
+    let mut q = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
+    q.set(&vec![1.0; l * h * d]);
+    let qv = q.get();
+    let (mut k, mut kv) = rand_tensor(rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+    for x in &mut kv[neg.start * hk * d..neg.end * hk * d] {
+        *x = f64::NEG_INFINITY;
+    }
+    k.set(&kv);
+    let v = rand_tensor(rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+    [(q, qv), (k, kv), v]
+}
+
 #[test]
 fn self_attention_minus_inf_scores_weigh_nothing() {
     // keys whose scores are -inf (q = 1, the key row -inf) weigh 0, as in softmax, also when
@@ -492,18 +517,8 @@ fn self_attention_minus_inf_scores_weigh_nothing() {
             (1, 4096, 12, 2, 128, 1000..3000),
             (3, 40, 6, 2, 16, 0..30),
         ] {
-            let mut q = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
-            q.set(&vec![1.0; l * h * d]);
-            let qv = q.get();
-            let (mut k, mut kv) =
-                rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
-            for j in neg.clone() {
-                for x in &mut kv[j * hk * d..(j + 1) * hk * d] {
-                    *x = f64::NEG_INFINITY;
-                }
-            }
-            k.set(&kv);
-            let (v, vv) = rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+            let [(q, qv), (k, kv), (v, vv)] =
+                minus_inf_keys(&mut rng, dt, l, s, h, hk, d, neg.clone());
             let (got, want) =
                 attention_and_ref(dt, (&q, &qv), (&k, &kv), (&v, &vv), l, s, h, hk, d);
             assert!(want.iter().all(|x| x.is_finite()));
@@ -531,15 +546,7 @@ fn self_attention_rows_whose_keys_all_score_minus_inf_are_nan() {
             (3, 300, 6, 2, 64, 299),
             (1, 4096, 12, 2, 128, 4096),
         ] {
-            let mut q = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
-            q.set(&vec![1.0; l * h * d]);
-            let (mut k, mut kv) =
-                rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
-            for x in &mut kv[..neg * hk * d] {
-                *x = f64::NEG_INFINITY;
-            }
-            k.set(&kv);
-            let (v, _) = rand_tensor(&mut rng, &[s as i64, hk as i64, d as i64], dt, 1.0, 0.0);
+            let [(q, _), (k, _), (v, _)] = minus_inf_keys(&mut rng, dt, l, s, h, hk, d, 0..neg);
             let mut out = HostTensor::new(&[l as i64, h as i64, d as i64], dt);
             out.set(&vec![0.0; l * h * d]);
             let scale = AnyView::from(1.0 / (d as f64).sqrt());
