@@ -34,39 +34,47 @@ use crate::type_table;
 pub fn repr_print(value: AnyView<'_>) -> Result<String> {
     let owned = value.to_owned()?;
     let show_addr = std::env::var("TVM_FFI_REPR_WITH_ADDR").is_ok_and(|v| v == "1");
-    Printer {
-        show_addr,
-        state: RefCell::new(HashMap::new()),
-        stack: RefCell::new(Vec::new()),
-    }
-    .repr(&owned)
+    Printer::new(show_addr).repr(&owned)
 }
 
 enum Visit {
     InProgress,
-    Done(String),
+    /// Printed by a frame: bytes `start..end` of arena `arena`.
+    Range {
+        arena: usize,
+        start: usize,
+        end: usize,
+    },
+    /// Printed as one piece (a hook's result, an enum).
+    Text(String),
 }
 
 enum Kind {
     Array,
     List,
     Map,
-    Object { header: String, names: Vec<String> },
+    Object { names: Vec<String> },
 }
 
+/// An object whose members are being printed. Its text grows in place at the end of its arena
+/// from `start` on, so a parent never copies its members' text (a string per object made
+/// printing a value nested n deep take O(n^2) time and memory).
 struct Frame {
     kind: Kind,
     obj: *mut TVMFFIObject,
     ti: i32,
     children: Vec<Any>,
     next: usize,
-    reprs: Vec<String>,
+    start: usize,
 }
 
 struct Printer {
     show_addr: bool,
     state: RefCell<HashMap<usize, Visit>>,
     stack: RefCell<Vec<Frame>>,
+    /// One text buffer per `repr` call on this printer (a hook's `fn_repr` calls it while an
+    /// outer frame is open in another buffer); kept to the end, as `state` points into them.
+    arenas: RefCell<Vec<String>>,
 }
 
 fn addr(obj: *mut TVMFFIObject) -> String {
@@ -239,48 +247,80 @@ struct Reentry {
 }
 
 impl Printer {
+    fn new(show_addr: bool) -> Printer {
+        Printer {
+            show_addr,
+            state: RefCell::new(HashMap::new()),
+            stack: RefCell::new(Vec::new()),
+            arenas: RefCell::new(Vec::new()),
+        }
+    }
+
     /// The repr of one owned value.
     fn repr(&self, v: &Any) -> Result<String> {
         if let Some(s) = self.immediate(v)? {
             return Ok(s);
         }
+        let arena = {
+            let mut arenas = self.arenas.borrow_mut();
+            arenas.push(String::new());
+            arenas.len() - 1
+        };
         let saved = std::mem::take(&mut *self.stack.borrow_mut());
-        let r = self.push_frame(v).and_then(|()| self.run_loop());
+        let r = self
+            .push_frame(v, arena)
+            .and_then(|()| self.run_loop(arena));
         *self.stack.borrow_mut() = saved;
         r
     }
 
-    fn run_loop(&self) -> Result<String> {
+    fn append(&self, arena: usize, text: &str) {
+        self.arenas.borrow_mut()[arena].push_str(text);
+    }
+
+    fn run_loop(&self, arena: usize) -> Result<String> {
         loop {
             let next = {
                 let mut st = self.stack.borrow_mut();
                 let f = st.last_mut().expect("a frame is on the stack");
                 if f.next < f.children.len() {
+                    let i = f.next;
                     f.next += 1;
-                    Some(f.children[f.next - 1].clone())
+                    let sep = match &f.kind {
+                        Kind::Array | Kind::List => if i == 0 { "" } else { ", " }.to_string(),
+                        Kind::Map if i % 2 == 1 => ": ".to_string(),
+                        Kind::Map => if i == 0 { "" } else { ", " }.to_string(),
+                        Kind::Object { names } => {
+                            format!("{}{}=", if i == 0 { "" } else { ", " }, names[i])
+                        }
+                    };
+                    Some((f.children[i].clone(), sep))
                 } else {
                     None
                 }
             };
             match next {
-                Some(child) => match self.immediate(&child)? {
-                    Some(s) => self.stack.borrow_mut().last_mut().unwrap().reprs.push(s),
-                    None => self.push_frame(&child)?,
-                },
+                Some((child, sep)) => {
+                    self.append(arena, &sep);
+                    match self.immediate(&child)? {
+                        Some(s) => self.append(arena, &s),
+                        None => self.push_frame(&child, arena)?,
+                    }
+                }
                 None => {
                     let f = self.stack.borrow_mut().pop().unwrap();
-                    let s = self.finish(f);
-                    let mut st = self.stack.borrow_mut();
-                    match st.last_mut() {
-                        Some(parent) => parent.reprs.push(s),
-                        None => return Ok(s),
+                    let start = f.start;
+                    self.finish(f, arena);
+                    if self.stack.borrow().is_empty() {
+                        return Ok(self.arenas.borrow()[arena][start..].to_string());
                     }
                 }
             }
         }
     }
 
-    fn push_frame(&self, v: &Any) -> Result<()> {
+    /// Opens a frame for `v`, writing its opening text.
+    fn push_frame(&self, v: &Any, arena: usize) -> Result<()> {
         let obj = v.as_view().as_object_ptr().expect("frames hold objects");
         // SAFETY: a live object held by `v`.
         let ti = unsafe { (*obj).type_index };
@@ -288,27 +328,25 @@ impl Printer {
             .borrow_mut()
             .insert(obj as usize, Visit::InProgress);
         let view = v.as_view();
-        let (kind, children) = match ti {
+        let (kind, children, open) = match ti {
             kTVMFFIArray => {
                 let a = view.as_object_of::<ArrayObj>().expect("an ffi.Array");
-                (
-                    Kind::Array,
-                    a.iter().map(|e| e.to_owned()).collect::<Result<_>>()?,
-                )
+                let children = a.iter().map(|e| e.to_owned()).collect::<Result<_>>()?;
+                (Kind::Array, children, "(".to_string())
             }
             kTVMFFIList => {
                 let l = view.as_object_of::<ListObj>().expect("an ffi.List");
-                (Kind::List, l.to_vec())
+                (Kind::List, l.to_vec(), "[".to_string())
             }
             kTVMFFIMap => {
                 let m = view.as_object_of::<MapObj>().expect("an ffi.Map");
                 let kv = m.to_vec().into_iter().flat_map(|(k, v)| [k, v]).collect();
-                (Kind::Map, kv)
+                (Kind::Map, kv, "{".to_string())
             }
             kTVMFFIDict => {
                 let m = view.as_object_of::<DictObj>().expect("an ffi.Dict");
                 let kv = m.to_vec().into_iter().flat_map(|(k, v)| [k, v]).collect();
-                (Kind::Map, kv)
+                (Kind::Map, kv, "{".to_string())
             }
             _ => {
                 let info = type_info(ti)?;
@@ -319,64 +357,58 @@ impl Printer {
                 let mut names = Vec::new();
                 let mut children = Vec::new();
                 for f in all_fields(info) {
-                    if f.flags() & kTVMFFIFieldFlagBitMaskReprOff != 0 {
+                    // A field a subclass declares again under the same name prints once.
+                    if f.flags() & kTVMFFIFieldFlagBitMaskReprOff != 0
+                        || names.iter().any(|n: &String| n == f.name())
+                    {
                         continue;
                     }
                     // SAFETY: `obj` is a live instance of a type that has this field.
                     children.push(unsafe { f.get(obj) }?);
                     names.push(f.name().to_string());
                 }
-                (Kind::Object { header, names }, children)
+                if !children.is_empty() {
+                    header.push('(');
+                }
+                (Kind::Object { names }, children, header)
             }
         };
+        let start = self.arenas.borrow()[arena].len();
+        self.append(arena, &open);
         self.stack.borrow_mut().push(Frame {
             kind,
             obj,
             ti,
             children,
             next: 0,
-            reprs: Vec::new(),
+            start,
         });
         Ok(())
     }
 
-    fn finish(&self, f: Frame) -> String {
-        let mut s = match f.kind {
-            Kind::Array => {
-                let tail = if f.reprs.len() == 1 { "," } else { "" };
-                format!("({}{tail})", f.reprs.join(", "))
-            }
-            Kind::List => format!("[{}]", f.reprs.join(", ")),
-            Kind::Map => {
-                let items: Vec<String> = f
-                    .reprs
-                    .chunks_exact(2)
-                    .map(|kv| format!("{}: {}", kv[0], kv[1]))
-                    .collect();
-                format!("{{{}}}", items.join(", "))
-            }
-            Kind::Object { header, names } => {
-                if f.reprs.is_empty() {
-                    header
-                } else {
-                    let mut seen = std::collections::HashSet::new();
-                    let parts: Vec<String> = names
-                        .iter()
-                        .zip(&f.reprs)
-                        .filter(|(n, _)| seen.insert(n.as_str()))
-                        .map(|(n, r)| format!("{n}={r}"))
-                        .collect();
-                    format!("{header}({})", parts.join(", "))
-                }
-            }
+    /// Closes a frame: its closing text, and where its text lies for later meetings.
+    fn finish(&self, f: Frame, arena: usize) {
+        let close = match f.kind {
+            Kind::Array if f.children.len() == 1 => ",)",
+            Kind::Array => ")",
+            Kind::List => "]",
+            Kind::Map => "}",
+            Kind::Object { .. } if f.children.is_empty() => "",
+            Kind::Object { .. } => ")",
         };
+        self.append(arena, close);
         if self.show_addr && is_container(f.ti) {
-            s = format!("{s}@{}", addr(f.obj));
+            self.append(arena, &format!("@{}", addr(f.obj)));
         }
-        self.state
-            .borrow_mut()
-            .insert(f.obj as usize, Visit::Done(s.clone()));
-        s
+        let end = self.arenas.borrow()[arena].len();
+        self.state.borrow_mut().insert(
+            f.obj as usize,
+            Visit::Range {
+                arena,
+                start: f.start,
+                end,
+            },
+        );
     }
 
     /// The text of a value that needs no frame, or `None`.
@@ -409,7 +441,10 @@ impl Printer {
             return Ok(Some("None".into()));
         };
         match self.state.borrow().get(&(obj as usize)) {
-            Some(Visit::Done(s)) => return Ok(Some(s.clone())),
+            Some(Visit::Text(s)) => return Ok(Some(s.clone())),
+            Some(&Visit::Range { arena, start, end }) => {
+                return Ok(Some(self.arenas.borrow()[arena][start..end].to_string()))
+            }
             Some(Visit::InProgress) => {
                 return Ok(Some(if self.show_addr {
                     format!("...@{}", addr(obj))
@@ -478,7 +513,7 @@ impl Printer {
                 }
                 self.state
                     .borrow_mut()
-                    .insert(obj as usize, Visit::Done(s.clone()));
+                    .insert(obj as usize, Visit::Text(s.clone()));
                 return Ok(Some(s));
             }
         }
@@ -490,7 +525,7 @@ impl Printer {
             let s = format!("{}.{name}{}", type_table::type_key_of(ti), at());
             self.state
                 .borrow_mut()
-                .insert(obj as usize, Visit::Done(s.clone()));
+                .insert(obj as usize, Visit::Text(s.clone()));
             return Ok(Some(s));
         }
         Ok(None)
@@ -511,12 +546,7 @@ impl Printer {
                 // printer alive and never holds its cells borrowed across the hook.
                 unsafe { &*p }.repr(&x)
             } else {
-                Printer {
-                    show_addr,
-                    state: RefCell::new(HashMap::new()),
-                    stack: RefCell::new(Vec::new()),
-                }
-                .repr(&x)
+                Printer::new(show_addr).repr(&x)
             }
         });
         let args = [*v.raw(), *AnyView::from(&fn_repr).raw()];
