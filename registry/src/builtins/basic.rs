@@ -9,30 +9,18 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "ffi.Shape",
         "Shape(*dims): a new ffi.Shape of int dimensions.",
         |args| {
-            // Up to 16 dimensions on the stack: the shape object is then the only allocation.
-            let mut small = [0i64; 16];
-            let mut large = Vec::new();
-            let dims: &mut [i64] = if args.len() <= small.len() {
-                &mut small[..args.len()]
-            } else {
-                large.resize(args.len(), 0);
-                &mut large
-            };
-            for (i, a) in args.iter().enumerate() {
+            let shape = Shape::try_from_fn(args.len(), |i| {
+                let a = &args[i];
                 match a.type_index() {
                     // bools are ints here, as in the official library
-                    anyffi::abi::kTVMFFIInt | anyffi::abi::kTVMFFIBool => {
-                        dims[i] = a.as_i64().unwrap()
-                    }
-                    _ => {
-                        return Err(Error::value_error(format!(
-                            "ffi.Shape: argument #{i} must be an int, got {}",
-                            a.type_key()
-                        )))
-                    }
+                    anyffi::abi::kTVMFFIInt | anyffi::abi::kTVMFFIBool => Ok(a.as_i64().unwrap()),
+                    _ => Err(Error::value_error(format!(
+                        "ffi.Shape: argument #{i} must be an int, got {}",
+                        a.type_key()
+                    ))),
                 }
-            }
-            Ok(Any::from(Shape::new(dims)))
+            })?;
+            Ok(Any::from(shape))
         },
     );
     r.packed_schema(
