@@ -142,6 +142,15 @@ def _cfunc(name: str, argtypes: list, restype: Any, *, keep_gil: bool = False) -
     return bind
 
 
+def recursion_error_of(e: BaseException) -> BaseException:
+    """At the recursion limit, ctypes reports the RecursionError raised while it converts a
+    call's arguments as ``ctypes.ArgumentError("argument i: RecursionError: ...")``: that error as
+    the RecursionError it is; any other exception unchanged."""
+    if type(e) is ctypes.ArgumentError and "RecursionError" in str(e):
+        return RecursionError(str(e))
+    return e
+
+
 # void TVMFFIGetVersion(TVMFFIVersion* out);
 @_cfunc("TVMFFIGetVersion", [POINTER(TVMFFIVersion)], None, keep_gil=True)
 def TVMFFIGetVersion(out: Any, /) -> None: ...

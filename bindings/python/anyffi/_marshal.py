@@ -496,7 +496,10 @@ def from_view(i: int) -> Any:
         v = opaque_value(h)
         if v is not _MISSING:
             return v
-    _IncRef(h)
+    try:
+        _IncRef(h)
+    except ctypes.ArgumentError as e:  # at the recursion limit (deep containers: ==, hash, repr)
+        raise _capi.recursion_error_of(e) from None
     return class_of(ti)._from_owned(h)
 
 

@@ -65,6 +65,7 @@ def kind_of(exc: BaseException) -> str:
     """The FFI error kind for a Python exception (its class or nearest registered base)."""
     if isinstance(exc, Error):
         return exc.kind
+    exc = _capi.recursion_error_of(exc)  # ctypes' ArgumentError around a RecursionError
     for cls in type(exc).__mro__:
         kind = _CLASS_TO_KIND.get(cls)
         if kind is not None:
@@ -184,10 +185,19 @@ def check_call(rc: int) -> None:
 # -- Python -> FFI ----------------------------------------------------------------------------------
 
 
-def python_backtrace(exc: BaseException) -> str:
-    """The traceback of ``exc`` in the FFI format, most recent call first."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return "".join(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n' for f in reversed(frames))
+def python_backtrace(exc: BaseException, stop: object = None) -> str:
+    """The traceback of ``exc`` in the FFI format, most recent call first, down to (not
+    including) the traceback entry ``stop``: the frames added since ``exc`` last crossed into the
+    library, whose FFI backtrace already holds the older ones."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None and tb is not stop:
+        frames.append(tb)
+        tb = tb.tb_next
+    return "".join(
+        f'  File "{t.tb_frame.f_code.co_filename}", line {t.tb_lineno}, in {t.tb_frame.f_code.co_name}\n'
+        for t in reversed(frames)
+    )
 
 
 def make_error(kind: str, message: str, backtrace: str) -> int:
@@ -203,11 +213,19 @@ def set_raised_from_python(exc: BaseException) -> None:
     """Stores ``exc`` as this thread's raised FFI error (for a callback about to return -1)."""
     kind = kind_of(exc)
     message = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
-    backtrace = python_backtrace(exc)
     prior = getattr(exc, "__anyffi_backtrace__", "")
     if prior:
-        backtrace += prior
+        # the same exception coming back out through another callback: its traceback still holds
+        # every frame the prior backtrace has (most recent first); add only the outer ones since
+        # (appending the whole traceback again made the backtrace quadratic in the depth)
+        backtrace = prior + python_backtrace(exc, getattr(exc, "__anyffi_tb__", None))
+    else:
+        backtrace = python_backtrace(exc)
     h = make_error(kind, message, backtrace)
+    try:
+        exc.__anyffi_tb__ = exc.__traceback__  # where the next crossing's new frames end
+    except AttributeError:  # an exception class with __slots__ and no __dict__
+        pass
     _capi.TVMFFIErrorSetRaised(h)
     _tls.sent = _Sent(h, exc, message)  # keeps our reference to h
 

@@ -36,6 +36,8 @@ _conv_object = _marshal.conv_object
 _conv_str = _marshal.conv_str
 _STR_CELLS = _marshal.STR_CELLS
 _byref, _c_char = ctypes.byref, ctypes.c_char
+_ArgumentError = ctypes.ArgumentError
+_recursion_error_of = _capi.recursion_error_of
 
 
 def _call_ref(h: int):
@@ -98,10 +100,12 @@ class Function(Object):
             ab, rb, I = fr.hot0
             try:
                 rc = self._call(self._hb, ab, 0, rb)
-            except BaseException:
+            except BaseException as e:
                 # a signal handled right after the call (Ctrl-C during it): the owned result
                 # the callee wrote is nobody's yet
                 _drop_result(fr)
+                if type(e) is _ArgumentError:
+                    raise _recursion_error_of(e) from None
                 raise
             if rc:
                 _push(fr)
@@ -177,10 +181,13 @@ class Function(Object):
             if ti == 7 and cap is not None:
                 keep.append(cap)  # the result may be the argument's own DLTensor
             return _from_result(fr)
-        except BaseException:
+        except BaseException as e:
             # zero-cost when nothing is raised; a KeyboardInterrupt handled right after the call
             # returned (Ctrl-C during it) leaves the callee's owned result in the frame
             _drop_result(fr)
+            if type(e) is _ArgumentError:
+                # at the recursion limit: a RecursionError, not ctypes' wrapper of it
+                raise _recursion_error_of(e) from None
             raise
         finally:
             if keep or owned:
@@ -211,8 +218,10 @@ def _call_many(f: Function, args: tuple) -> Any:
         if rc:
             return _call_failed(f, args, rc)
         return _from_result(fr)
-    except BaseException:
+    except BaseException as e:
         _drop_result(fr)
+        if type(e) is _ArgumentError:
+            raise _recursion_error_of(e) from None
         raise
     finally:
         fr.release()

@@ -258,3 +258,56 @@ def test_a_signal_right_after_a_call_releases_its_result(t):
         g.close()
         assert o.use_count == n
         assert f(*args) == o  # the pooled frames still work
+
+
+def test_backtrace_through_nested_callbacks_is_linear(t):
+    # An exception raised at the bottom of n nested Python -> library -> Python calls crosses
+    # the library n times. Each crossing appended the exception's whole traceback to the
+    # backtrace it already carried, which holds the same frames: n(n+1)/2 copies of the frame,
+    # ~cubic time (150 levels: 2.6 s). Now each crossing adds the frames since the last one.
+    def rec(n):
+        if n == 0:
+            raise ValueError("bottom")
+        return t.apply(rec, n - 1) + 1
+
+    for n in (10, 60):
+        with pytest.raises(ValueError, match="bottom") as info:
+            rec(n)
+        text = "".join(traceback.format_exception(info.value))
+        frames = text.count(" in rec")
+        assert n + 1 <= frames <= 2 * n + 2, (n, frames)
+
+
+def test_recursion_limit_in_ctypes_argument_conversion_is_a_recursion_error(t):
+    # Near the limit ctypes converts a call's arguments and the RecursionError that raises
+    # comes out wrapped as ctypes.ArgumentError("argument 1: RecursionError: ..."), which made
+    # ==, hash() and repr() of a deep Array, and nested callbacks, raise ArgumentError or a
+    # RuntimeError naming it.
+    import ctypes
+    import sys
+
+    if t.official:
+        pytest.skip("needs the library's deep-value support")  # the other library's parser is recursive
+    parse = anyffi.get_global_func("ffi.json.Parse")
+    x = parse("[" * 2000 + "]" * 2000)
+    y = parse("[" * 2000 + "]" * 2000)
+
+    def pad(k, fn):
+        return fn() if k == 0 else pad(k - 1, fn)
+
+    for fn in (lambda: x == y, lambda: hash(x), lambda: repr(x)):
+        for k in range(60):  # the limit meets each frame of the conversion in turn
+            try:
+                pad(k, fn)
+            except RecursionError:
+                pass
+            except ctypes.ArgumentError as e:  # pragma: no cover - the failure being tested
+                pytest.fail(f"ArgumentError instead of RecursionError: {e}")
+
+    def rec(n):
+        if n == 0:
+            raise ValueError("bottom")
+        return t.apply(rec, n - 1) + 1
+
+    with pytest.raises(RecursionError):
+        rec(sys.getrecursionlimit())
