@@ -274,3 +274,22 @@ def test_values_nested_a_million_deep(t):
     )(anyffi.get_global_func("ffi.DeepCopy")(m), False, False)
     del m
     gc.collect()
+
+
+def test_find_first_non_cpu_device_of_cyclic_and_deep_containers(t):
+    # It recursed once per level and had no visited set: a List inside itself and 100 000
+    # levels of Arrays both overflowed the stack (the official library crashes on the cycle).
+    if t.official:
+        pytest.skip("the official library crashes on these")
+    find = anyffi.get_global_func("ffi.ContainerFindFirstNonCPUDevice")
+    l = anyffi.List([1])
+    l.append(l)
+    d = anyffi.Dict({"self": 0})
+    d["self"] = d
+    d["list"] = l
+    n = 100_000
+    deep = anyffi.get_global_func("ffi.json.Parse")("[" * n + "]" * n)
+    for v in (l, d, deep):
+        assert find(v) == anyffi.device("cpu", 0)
+    l.clear()
+    d.clear()

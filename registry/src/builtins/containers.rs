@@ -7,6 +7,7 @@
 //! conversion does, so such a call succeeds without touching the argument. Parameters declared
 //! as `const ListObj*` etc. accept the exact type only.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyffi::abi::{
@@ -347,34 +348,59 @@ fn forward_iter_functor(name: &'static str, keep: ObjectRef<MapBase>) -> Functio
     })
 }
 
-/// The first non-CPU device of a tensor found in `v`, scanning containers recursively.
-fn first_non_cpu_device(v: &AnyView<'_>) -> Option<DLDevice> {
-    match v.type_index() {
-        kTVMFFITensor => {
-            let t = v.as_object_of::<anyffi::TensorObj>()?;
-            (t.dl_tensor.device.device_type != kDLCPU).then_some(t.dl_tensor.device)
+/// The device of the first non-CPU tensor in `root`, in depth-first pre-order over Array/List
+/// elements and Map/Dict values.
+///
+/// Iterative (an explicit stack of owned values) so that nesting of any depth cannot overflow the
+/// thread's stack, and each container is entered once (keyed by its object address) so that a
+/// List/Dict that contains itself terminates and a shared sub-value is scanned only once. A
+/// container seen before held no non-CPU tensor (else the walk would have returned), so skipping
+/// it keeps the result of the recursive definition.
+fn first_non_cpu_device(root: &AnyView<'_>) -> Option<DLDevice> {
+    let mut seen: HashSet<usize> = HashSet::new();
+    let mut stack: Vec<Any> = vec![root.to_owned().ok()?];
+    while let Some(v) = stack.pop() {
+        let view = v.as_view();
+        let ti = view.type_index();
+        if ti == kTVMFFITensor {
+            if let Some(t) = view.as_object_of::<anyffi::TensorObj>() {
+                if t.dl_tensor.device.device_type != kDLCPU {
+                    return Some(t.dl_tensor.device);
+                }
+            }
+            continue;
         }
-        kTVMFFIArray => v
-            .as_object_of::<anyffi::ArrayObj>()?
-            .iter()
-            .find_map(|e| first_non_cpu_device(&e)),
-        kTVMFFIList => v
-            .as_object_of::<anyffi::ListObj>()?
-            .to_vec()
-            .iter()
-            .find_map(|e| first_non_cpu_device(&e.as_view())),
-        kTVMFFIMap => {
-            let m = v.as_object_of::<anyffi::MapObj>()?;
-            m.iter().find_map(|(_, val)| first_non_cpu_device(&val))
+        if !matches!(ti, kTVMFFIArray | kTVMFFIList | kTVMFFIMap | kTVMFFIDict) {
+            continue;
         }
-        kTVMFFIDict => {
-            let d = v.as_object_of::<anyffi::DictObj>()?;
-            d.to_vec()
-                .iter()
-                .find_map(|(_, val)| first_non_cpu_device(&val.as_view()))
+        let Some(ptr) = view.as_object_ptr() else {
+            continue;
+        };
+        if !seen.insert(ptr as usize) {
+            continue;
         }
-        _ => None,
+        let children: Vec<Any> = match ti {
+            kTVMFFIArray => view
+                .as_object_of::<anyffi::ArrayObj>()
+                .map(|a| a.to_vec())
+                .unwrap_or_default(),
+            kTVMFFIList => view
+                .as_object_of::<anyffi::ListObj>()
+                .map(|l| l.to_vec())
+                .unwrap_or_default(),
+            kTVMFFIMap => view
+                .as_object_of::<anyffi::MapObj>()
+                .map(|m| m.to_vec().into_iter().map(|(_, val)| val).collect())
+                .unwrap_or_default(),
+            _ => view
+                .as_object_of::<anyffi::DictObj>()
+                .map(|d| d.to_vec().into_iter().map(|(_, val)| val).collect())
+                .unwrap_or_default(),
+        };
+        // Reversed, so the first child is popped (visited) first.
+        stack.extend(children.into_iter().rev());
     }
+    None
 }
 
 pub(super) fn register(r: &mut Registrar<'_>) {
