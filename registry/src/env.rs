@@ -83,8 +83,9 @@ pub fn set_tensor_allocator(
     prev
 }
 
-/// Installs the library's fallback allocator (see [`FALLBACK_ALLOCATOR`]) unless one is
-/// installed; whether it was installed.
+/// Installs the library's fallback allocator unless one is installed; whether it was
+/// installed. `TVMFFIEnvTensorAlloc` uses it when neither the thread nor the process has an
+/// allocator a host set, and the allocator getters never report it.
 pub fn set_fallback_tensor_allocator(a: DLPackManagedTensorAllocator) -> bool {
     let mut fallback = FALLBACK_ALLOCATOR.lock();
     if fallback.is_some() {
