@@ -47,6 +47,9 @@ _PyCapsule_New.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
 _PyCapsule_SetName = ctypes.pythonapi.PyCapsule_SetName
 _PyCapsule_SetName.restype = ctypes.c_int
 _PyCapsule_SetName.argtypes = (ctypes.py_object, ctypes.c_char_p)
+# the PyCapsule type (the stdlib's datetime module exports its C API as one): the raw reads of
+# a capsule's fields below are only valid on a real capsule
+_CAPSULE = type(__import__("datetime").datetime_CAPI)
 
 
 def _capsule_name(cap: object) -> bytes:
@@ -64,8 +67,23 @@ def check_writable(func: str, name: str, x: Any) -> None:
     broadcast, a read-only memory map)."""
     if getattr(getattr(x, "flags", None), "writeable", True) is False:
         raise ValueError(f"{func}: `{name}` is a read-only numpy array")
-    if isinstance(x, Tensor) and x._ro:
-        raise ValueError(f"{func}: `{name}` is a read-only tensor")
+    if isinstance(x, Tensor):
+        if x._ro:
+            raise ValueError(f"{func}: `{name}` is a read-only tensor")
+        return
+    if _np is not None and isinstance(x, _np.ndarray):
+        return
+    if hasattr(x, "__dlpack__"):
+        # any other producer (a wrapper around a read-only array, ...): ask for a versioned
+        # capsule and refuse one flagged read-only (the unconsumed capsule frees itself)
+        try:
+            cap = x.__dlpack__(max_version=(1, 3))
+        except TypeError:  # a producer that predates the versioned protocol has no flag
+            return
+        if type(cap) is not _CAPSULE:
+            raise TypeError(f"{func}: `{name}`.__dlpack__() returned {type(cap).__name__}, not a capsule")
+        if _capsule_name(cap) == _VERSIONED and Q[qi(_capsule_pointer(cap) + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY:
+            raise ValueError(f"{func}: `{name}` is exported read-only by its producer")
 
 
 def check_byte_order(func: str, name: str, x: Any) -> None:
@@ -138,6 +156,9 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
             fr.Q[k + 1] = p
             return
         read_only = True
+    if type(cap) is not _CAPSULE:
+        # the raw reads below assume a PyCapsule's layout
+        raise TypeError(f"{type(a).__name__}.__dlpack__() returned {type(cap).__name__}, not a DLPack capsule")
     base = id(cap)
     name_ptr = Q[(base >> 3) + 2]  # PyCapsule.name at +24
     off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
@@ -574,6 +595,8 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
             cap = x.__dlpack__()
     else:
         raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer (no __dlpack__)")
+    if type(cap) is not _CAPSULE:
+        raise TypeError(f"from_dlpack: {type(x).__name__}.__dlpack__() returned {type(cap).__name__}, not a capsule")
     name = _capsule_name(cap)
     ptr = _capsule_pointer(cap)
     out = ctypes.c_void_p()

@@ -384,3 +384,107 @@ def test_byte_order_and_unnamed_dtypes_are_named():
         runtime.copy_(np.zeros(3, np.float32), swapped)
     c = (np.arange(4) + 1j).astype(np.complex64)
     np.testing.assert_array_equal(ops.rearrange(c).numpy(), c)
+
+
+@needs_global("ops.gemm", "ops.linear")
+def test_half_precision_workspace_of_broadcast_operands_is_an_error():
+    # zero-stride operands make a huge product from tiny arrays; the f16/bf16 paths widen the
+    # operands into an f32 workspace of m*k + k*n + m*n elements, whose allocation aborted the
+    # process ("memory allocation of 8796093022212 bytes failed") or panicked on overflow
+    from numpy.lib.stride_tricks import as_strided
+
+    one = np.ones(1, np.float16)
+    a = as_strided(one, shape=(1, 2**40), strides=(0, 0))
+    b = as_strided(one, shape=(2**40, 1), strides=(0, 0))
+    with pytest.raises((RuntimeError, ValueError), match=r"ops\.gemm: .*workspace"):
+        ops.gemm(a, b, out=np.zeros((1, 1), np.float16))
+    a = as_strided(one, shape=(1, 2**61), strides=(0, 0))
+    b = as_strided(one, shape=(2**61, 1), strides=(0, 0))
+    with pytest.raises((RuntimeError, ValueError), match=r"ops\.gemm: .*workspace"):
+        ops.gemm(a, b, out=np.zeros((1, 1), np.float16))
+    row = np.ones(2**20, np.float16)
+    x = as_strided(row, shape=(2**20, 2**20), strides=(0, 2))
+    with pytest.raises((RuntimeError, ValueError), match=r"ops\.linear: .*workspace"):
+        ops.linear(x, row.reshape(1, -1), out=np.zeros((2**20, 1), np.float16))
+
+
+@needs_global("ops.add", "ops.rearrange")
+def test_dlpack_producers_that_lie():
+    class NotACapsule:
+        def __init__(self, ret):
+            self.ret = ret
+
+        def __dlpack__(self, **kw):
+            return self.ret
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    x = np.ones(3, np.float32)
+    for ret in (5, object(), "dltensor"):
+        # the capsule's fields were read at raw offsets of whatever came back: a segfault
+        with pytest.raises(TypeError, match="not a .*capsule"):
+            ops.add(NotACapsule(ret), x)
+        with pytest.raises(TypeError, match="not a capsule"):
+            anyffi.from_dlpack(NotACapsule(ret))
+
+    class Wrapper:  # exports what it wraps, read-only flag included
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    frozen = bytes(16)
+    ro = np.frombuffer(frozen, np.float32)
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":  # read-only exports need DLPack 1.x
+        with pytest.raises(ValueError, match=r"`out` is exported read-only"):
+            ops.rearrange(np.arange(4, dtype=np.float32), out=Wrapper(ro))
+        assert frozen == bytes(16)
+    out = np.zeros(4, np.float32)
+    ops.rearrange(np.arange(4, dtype=np.float32), out=Wrapper(out))
+    np.testing.assert_array_equal(out, np.arange(4))
+
+
+@needs_global("ops.rope", "ops.self_attention")
+def test_scalars_that_do_not_survive_float32_are_refused():
+    # the kernels run in f32: theta = 1e-46 passed `theta > 0` in f64 and became 0 (NaN
+    # angles); scale = 1e39 became inf (NaN rows) while the float64 result is finite
+    x = rand(2, 1, 4)
+    with pytest.raises(ValueError, match=r"ops\.rope: `theta` .*float32"):
+        ops.rope(x, np.arange(2), 1e-46)
+    q, k, v = rand(2, 1, 4), rand(3, 1, 4), rand(3, 1, 4)
+    with pytest.raises(ValueError, match=r"ops\.self_attention: `scale` .*float32"):
+        ops.self_attention(q, k, v, 1e39)
+    assert np.isfinite(ops.self_attention(q, k, v, 1e38).numpy()).all()
+
+
+@needs_global("ops.add", "ops.swiglu", "ops.rearrange", "ops.gemm", "ops.linear", "ops.rms_norm")
+def test_outputs_that_overlap_themselves_are_refused():
+    # shape (2, 3) with element strides (1, 1): out[0, 1] and out[1, 0] are one element, and
+    # the threads writing them raced (every op accepted it)
+    from numpy.lib.stride_tricks import as_strided
+
+    def overlapping():
+        buf = np.zeros(16, np.float32)
+        return as_strided(buf, shape=(2, 3), strides=(4, 4), writeable=True)
+
+    a, b = rand(2, 3), rand(2, 3)
+    for name, call in [
+        ("add", lambda o: ops.add(a, b, out=o)),
+        ("swiglu", lambda o: ops.swiglu(a, b, out=o)),
+        ("rearrange", lambda o: ops.rearrange(a, out=o)),
+        ("gemm", lambda o: ops.gemm(rand(2, 4), rand(4, 3), out=o)),
+        ("linear", lambda o: ops.linear(rand(2, 4), rand(3, 4), out=o)),
+        ("rms_norm", lambda o: ops.rms_norm(a, rand(3), out=o)),
+    ]:
+        with pytest.raises(ValueError, match=rf"ops\.{name}: output `.*` may overlap itself"):
+            call(overlapping())
+    # layouts made by slicing, transposing and reversing stay accepted
+    big = np.zeros((4, 6), np.float32)
+    for out in (big[::2, ::2], big[:3, :2].T[:, ::-1].T, big.T[:3, :2]):
+        ops.add(np.ones(out.shape, np.float32), np.ones(out.shape, np.float32), out=out)
+        assert (out == 2).all()

@@ -8,9 +8,9 @@ use std::cell::RefCell;
 use anyffi::{AnyView, Error, Result};
 use half::{bf16, f16};
 
-use super::plan_cache::{with_scratch, Key, Lru};
+use super::plan_cache::{with_scratch, workspace_len, Key, Lru};
 use super::{expect_args, float_arg, output_arg, target, tensor_arg, DType, Target, TensorArg};
-use crate::kernels::cpu::gemm::{gemm_bf16, gemm_f16, gemm_f32, gemm_half_workspace, Mat};
+use crate::kernels::cpu::gemm::{gemm_bf16, gemm_f16, gemm_f32, Mat};
 use crate::kernels::cuda;
 
 const OP: &str = "ops.gemm";
@@ -59,8 +59,7 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     if let Some(dev) = plan.cuda {
         return run_cuda(dev, &plan, &c, &a, &b);
     }
-    run(&plan, &c, &a, &b);
-    Ok(())
+    run(&plan, &c, &a, &b)
 }
 
 /// cuBLAS: every operand needs a unit stride in one of its matrix dimensions, rows (or
@@ -173,7 +172,9 @@ fn plan(
     let ws = if c.dtype == DType::F32 || cuda.is_some() {
         0
     } else {
-        gemm_half_workspace(m, n, k)
+        // as gemm_half_workspace(m, n, k), checked: zero-stride (broadcast) operands can make
+        // m * k or k * n huge while the tensors themselves are tiny
+        workspace_len(OP, &[(m, k), (k, n), (m, n)])?
     };
     Ok(Plan {
         dtype: c.dtype,
@@ -191,11 +192,11 @@ fn plan(
     })
 }
 
-fn run(p: &Plan, c: &TensorArg<'_>, a: &TensorArg<'_>, b: &TensorArg<'_>) {
+fn run(p: &Plan, c: &TensorArg<'_>, a: &TensorArg<'_>, b: &TensorArg<'_>) -> Result<()> {
     if p.m == 0 || p.n == 0 || p.batch == 0 {
-        return;
+        return Ok(());
     }
-    with_scratch(p.ws, |ws| {
+    with_scratch(OP, p.ws, |ws| {
         for bi in 0..p.batch as isize {
             let mat = |t: &TensorArg<'_>, s: [isize; 3]| {
                 // SAFETY: batch index inside the validated shape.

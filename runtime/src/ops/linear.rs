@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use anyffi::{AnyView, Error, Result};
 use half::{bf16, f16};
 
-use super::plan_cache::{with_scratch, Key, Lru};
+use super::plan_cache::{with_scratch, workspace_len, Key, Lru};
 use super::{
     expect_args, optional_tensor_arg, output_arg, target, tensor_arg, DType, Target, TensorArg,
 };
@@ -84,8 +84,7 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     if let Some(dev) = plan.cuda {
         return run_cuda(dev, &plan, &out, &inp, &w, bias.as_ref());
     }
-    run(&plan, &out, &inp, &w, bias.as_ref());
-    Ok(())
+    run(&plan, &out, &inp, &w, bias.as_ref())
 }
 
 /// cuBLAS `Y = X W^T (+ b)`: the bias is first copied into every row of Y and the GEMM runs
@@ -185,8 +184,9 @@ fn plan(
         (Kind::Gemv, DType::F32) => 0,
         (Kind::Gemv, _) => k,
         (Kind::Gemm, DType::F32) => 0,
-        (Kind::Gemm, _) if direct => m * k + m * n,
-        (Kind::Gemm, _) => m * k + n * k + m * n,
+        // checked: a zero row stride on `in` makes m * k huge while `in` is one row
+        (Kind::Gemm, _) if direct => workspace_len(OP, &[(m, k), (m, n)])?,
+        (Kind::Gemm, _) => workspace_len(OP, &[(m, k), (n, k), (m, n)])?,
     };
     Ok(Plan {
         kind,
@@ -209,9 +209,9 @@ fn run(
     inp: &TensorArg<'_>,
     w: &TensorArg<'_>,
     b: Option<&TensorArg<'_>>,
-) {
+) -> Result<()> {
     if p.m == 0 || p.n == 0 {
-        return;
+        return Ok(());
     }
     let bias = b.map_or(std::ptr::null_mut(), |b| b.data);
     // SAFETY: the plan validated every layout for this key; overlap was checked per call.
@@ -226,9 +226,15 @@ fn run(
 
 /// # Safety
 /// Pointers valid for the plan's layout.
-unsafe fn run_t<T: Elem>(p: &Plan, y: *mut T, x: *const T, w: *const T, bias: *const T) {
+unsafe fn run_t<T: Elem>(
+    p: &Plan,
+    y: *mut T,
+    x: *const T,
+    w: *const T,
+    bias: *const T,
+) -> Result<()> {
     let is_f32 = p.dtype == DType::F32;
-    with_scratch(p.ws, |ws| {
+    with_scratch(OP, p.ws, |ws| {
         // SAFETY: layouts per the plan; scratch sized by it.
         unsafe {
             match p.kind {

@@ -464,7 +464,42 @@ pub(crate) fn output_arg<'a>(
             tuple(t.strides())
         )));
     }
+    if !empty && !strides_disjoint(t.shape, t.strides()) {
+        return Err(Error::value_error(format!(
+            "{op}: output `{name}` may overlap itself (shape {}, strides {}): ordered by \
+             stride, each dimension's stride must step past everything the smaller ones span, \
+             else several threads could write one element",
+            tuple(t.shape),
+            tuple(t.strides())
+        )));
+    }
     Ok(t)
+}
+
+/// Whether no two elements of a tensor with this shape and these strides (all dimensions > 0)
+/// share an address, by the rule that covers every layout made by slicing, permuting or
+/// broadcasting a compact tensor: taken in order of |stride|, each dimension steps past the
+/// whole span of the smaller ones. (A few exotic layouts that never overlap fail it, such as
+/// shape (3, 2) with strides (2, 3).)
+pub(crate) fn strides_disjoint(shape: &[i64], strides: &[i64]) -> bool {
+    let mut dims = [(0u128, 0u128); MAX_NDIM];
+    let mut n = 0;
+    for (&size, &stride) in shape.iter().zip(strides) {
+        if size > 1 {
+            dims[n] = (stride.unsigned_abs() as u128, size as u128);
+            n += 1;
+        }
+    }
+    let dims = &mut dims[..n];
+    dims.sort_unstable();
+    let mut span = 1u128; // elements covered by the dimensions so far, from offset 0
+    for &(stride, size) in dims.iter() {
+        if stride < span {
+            return false;
+        }
+        span = span.saturating_add(stride.saturating_mul(size - 1));
+    }
+    true
 }
 
 /// Parses argument `idx` as a tensor (an `ffi.Tensor` or a `DLTensor*`).
@@ -639,4 +674,31 @@ fn device_str((ty, id): (i32, i32)) -> String {
         _ => "device",
     };
     format!("{name}:{id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strides_disjoint;
+
+    #[test]
+    fn disjoint_strides() {
+        // compact, sliced, transposed, reversed, size-1 dimensions with any stride
+        assert!(strides_disjoint(&[2, 3], &[3, 1]));
+        assert!(strides_disjoint(&[2, 3], &[12, 2]));
+        assert!(strides_disjoint(&[3, 2], &[1, 3]));
+        assert!(strides_disjoint(&[2, 3], &[-3, -1]));
+        assert!(strides_disjoint(&[1, 3, 1], &[0, 1, 0]));
+        assert!(strides_disjoint(&[4], &[i64::MAX]));
+        assert!(strides_disjoint(&[2, 2, 2], &[i64::MAX / 2, 1 << 40, 1]));
+        // overlapping: equal strides, a stride inside the span of a smaller one, zero strides
+        assert!(!strides_disjoint(&[2, 3], &[1, 1]));
+        assert!(!strides_disjoint(&[2, 3], &[2, 1]));
+        assert!(!strides_disjoint(&[2, 3], &[0, 1]));
+        assert!(!strides_disjoint(&[3, 3], &[-2, 1]));
+        // spans past u128 saturate instead of wrapping into "disjoint"
+        assert!(!strides_disjoint(
+            &[i64::MAX, i64::MAX, 2],
+            &[1, 1 << 62, 1 << 62]
+        ));
+    }
 }

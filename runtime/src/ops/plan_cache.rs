@@ -186,13 +186,38 @@ thread_local! {
 
 /// Runs `f` with this thread's f32 scratch buffer of at least `n` elements (contents
 /// unspecified). Re-entrant calls get a fresh buffer.
-pub(crate) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+/// A workspace that cannot be allocated (or whose size overflows) is an error naming `op`,
+/// never an abort: broadcast (zero-stride) operands make huge workspaces from small inputs.
+pub(crate) fn with_scratch<R>(op: &str, n: usize, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
     crate::kernels::with_thread_local(&SCRATCH, |v| {
         if v.len() < n {
+            let oom = || {
+                anyffi::Error::runtime_error(format!(
+                    "{op}: out of memory: cannot allocate a workspace of {n} float32 elements"
+                ))
+            };
+            if n > isize::MAX as usize / std::mem::size_of::<f32>() {
+                return Err(oom());
+            }
+            v.try_reserve_exact(n - v.len()).map_err(|_| oom())?;
             v.resize(n, 0.0);
         }
-        f(&mut v[..n])
+        Ok(f(&mut v[..n]))
     })
+}
+
+/// `a * b + c * d + e * f` elements, or a ValueError naming `op` when it overflows.
+pub(crate) fn workspace_len(op: &str, terms: &[(usize, usize)]) -> Result<usize> {
+    terms
+        .iter()
+        .try_fold(0usize, |acc, &(x, y)| {
+            x.checked_mul(y).and_then(|p| acc.checked_add(p))
+        })
+        .ok_or_else(|| {
+            anyffi::Error::value_error(format!(
+                "{op}: the operands are too large: the float32 workspace size overflows"
+            ))
+        })
 }
 
 #[cfg(test)]

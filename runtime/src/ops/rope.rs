@@ -42,6 +42,13 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
             "{OP}: `theta` must be > 0, got {theta}"
         )));
     }
+    // the kernels run in float32: a theta that rounds to 0 there makes every angle inf/NaN
+    if theta as f32 == 0.0 {
+        return Err(Error::value_error(format!(
+            "{OP}: `theta` = {theta} rounds to 0 in float32; it must be >= {:e}",
+            f32::from_bits(1)
+        )));
+    }
     inp.expect_unit_last_stride()?;
     out.expect_unit_last_stride()?;
     out.expect_same_or_disjoint(&inp)?;

@@ -16,7 +16,15 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     let q = tensor_arg(OP, args, 1, "q")?;
     let kk = tensor_arg(OP, args, 2, "k")?;
     let v = tensor_arg(OP, args, 3, "v")?;
-    let scale = float_arg(OP, args, 4, "scale")? as f32;
+    let scale64 = float_arg(OP, args, 4, "scale")?;
+    let scale = scale64 as f32;
+    // the kernels run in float32: a finite scale past its range becomes inf and turns
+    // every score row into NaN (inf - inf in the softmax)
+    if scale64.is_finite() && !scale.is_finite() {
+        return Err(Error::value_error(format!(
+            "{OP}: `scale` = {scale64} is out of the float32 range"
+        )));
+    }
     q.expect_float()?;
     kk.expect_same_dtype(&q)?;
     v.expect_same_dtype(&q)?;
