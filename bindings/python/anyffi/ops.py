@@ -88,6 +88,10 @@ def argmax(vals: Any, out: Optional[tuple[Any, Any]] = None) -> tuple[Any, Any]:
     if out is None:
         max_idx, max_val = runtime.empty((1,), "int64", dev), runtime.empty((1,), dt, dev)
     else:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(
+                f"anyffi.ops.argmax: `out` must be a pair (max_idx, max_val), got {type(out).__name__}"
+            )
         max_idx, max_val = out
         check_writable("anyffi.ops.argmax", "out[0]", max_idx)
         check_writable("anyffi.ops.argmax", "out[1]", max_val)

@@ -87,13 +87,21 @@ def check_writable(func: str, name: str, x: Any) -> None:
 
 
 def check_byte_order(func: str, name: str, x: Any) -> None:
-    """TypeError naming the function and argument for a numpy array in non-native byte order
-    (DLPack has no byte order: the producer would refuse with a bare BufferError)."""
-    dt = getattr(x, "dtype", None)
-    if _np is not None and isinstance(x, _np.ndarray) and not dt.isnative:
+    """TypeError naming the function and argument for a numpy array that DLPack cannot
+    describe: non-native byte order (DLPack has none), or an object, structured, string,
+    datetime or long double dtype (the producer would refuse with a bare BufferError)."""
+    if _np is None or not isinstance(x, _np.ndarray):
+        return
+    dt = x.dtype
+    if not dt.isnative:
         raise TypeError(
             f"{func}: `{name}` has non-native byte order ({dt.str}); convert it first, e.g. "
             f"x.astype(x.dtype.newbyteorder('='))"
+        )
+    if dt.kind in "OVUSMm" or (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
+        raise TypeError(
+            f"{func}: `{name}` has dtype {dt}, which has no DLPack equivalent (DLPack tensors hold "
+            f"bool, int, uint, float or complex elements)"
         )
 
 

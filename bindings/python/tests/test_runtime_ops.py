@@ -384,6 +384,17 @@ def test_byte_order_and_unnamed_dtypes_are_named():
         runtime.copy_(np.zeros(3, np.float32), swapped)
     c = (np.arange(4) + 1j).astype(np.complex64)
     np.testing.assert_array_equal(ops.rearrange(c).numpy(), c)
+    # dtypes DLPack cannot describe: numpy's own BufferError named neither op nor argument
+    for dt in ("O", "V8", "U3", "S3", "M8[s]", "m8[s]", np.longdouble, np.clongdouble):
+        x = np.zeros(2, dt)
+        if np.dtype(dt).kind in "fc" and np.dtype(dt).itemsize <= {"f": 8, "c": 16}[np.dtype(dt).kind]:
+            continue  # a platform whose long double is a double
+        with pytest.raises(TypeError, match=r"anyffi\.ops\.add: `b` has dtype .* no DLPack equivalent"):
+            ops.add(a, x)
+        with pytest.raises(TypeError, match=r"anyffi\.runtime\.contiguous: `t` has dtype"):
+            runtime.contiguous(x)
+    with pytest.raises(TypeError, match=r"anyffi\.ops\.argmax: `out` must be a pair"):
+        ops.argmax(a, out=np.zeros(2))
 
 
 @needs_global("ops.gemm", "ops.linear")
