@@ -48,7 +48,8 @@ impl Block {
 
 impl Drop for Block {
     fn drop(&mut self) {
-        CPU_ALLOCATOR.free(self.p).expect("free");
+        // SAFETY: our own block, no longer used.
+        unsafe { CPU_ALLOCATOR.free(self.p) }.expect("free");
     }
 }
 

@@ -317,6 +317,11 @@ pub type List = ObjectRef<ListObj>;
 
 impl ObjectRef<ListObj> {
     /// An empty list with room for `capacity` elements (no buffer when 0).
+    ///
+    /// # Panics
+    /// When `capacity * 16` bytes exceed `isize::MAX` ("capacity overflow", as
+    /// `Vec::with_capacity`); when the allocator has no such block the process aborts. Use
+    /// [`ListObj::reserve`] for a MemoryError instead.
     pub fn with_capacity(capacity: usize) -> List {
         let data = alloc_any_buffer(capacity);
         let header = TVMFFIObject::new::<ListObj>();

@@ -1227,6 +1227,9 @@ fn drop_pair(kv: KvPair) {
 }
 
 /// A new, empty small map of kind `type_index` with room for `max(n, 2)` pairs in place.
+///
+/// # Panics
+/// When `type_index` is not 72 (`ffi.Map`) or 76 (`ffi.Dict`), or `n` pairs overflow `usize`.
 pub fn new_small(type_index: i32, n: u64) -> ObjectRef<MapBase> {
     // The header index decides what downcasts (and foreign code) take the object for.
     assert!(
@@ -1243,7 +1246,11 @@ pub fn new_small(type_index: i32, n: u64) -> ObjectRef<MapBase> {
             data_deleter: None,
         }),
     };
-    let (obj, tail) = new_object_with_extra(base, n as usize * std::mem::size_of::<KvPair>());
+    let bytes = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_mul(std::mem::size_of::<KvPair>()))
+        .expect("small map: pair storage size overflows usize");
+    let (obj, tail) = new_object_with_extra(base, bytes);
     // SAFETY: fresh object we own alone; the pairs start right after the base.
     unsafe {
         (*obj.as_ptr()).header.deleter = Some(map_deleter);
@@ -1253,6 +1260,10 @@ pub fn new_small(type_index: i32, n: u64) -> ObjectRef<MapBase> {
 }
 
 /// A new, empty dense map of kind `type_index` with `slots` slots (all empty).
+///
+/// # Panics
+/// When `type_index` is not 72 or 76, or `slots` is not a power of two with
+/// `fib_shift + log2(slots) == 64`.
 pub fn new_dense(type_index: i32, fib_shift: u32, slots: u64) -> ObjectRef<MapBase> {
     // The header index decides what downcasts (and foreign code) take the object for.
     assert!(

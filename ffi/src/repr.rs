@@ -209,6 +209,10 @@ pub fn bigint_decimal(words: &[i64]) -> String {
         limbs.push(u as u32);
         limbs.push((u >> 32) as u32);
     }
+    if limbs.is_empty() {
+        // no words: zero (the division loop below needs at least one limb to terminate)
+        limbs.push(0);
+    }
     while limbs.len() > 1 && *limbs.last().unwrap() == 0 {
         limbs.pop();
     }

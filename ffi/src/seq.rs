@@ -138,14 +138,20 @@ pub(crate) fn try_alloc_any_buffer(n: usize) -> Result<*mut TVMFFIAny> {
     Ok(p)
 }
 
-/// As `try_alloc_any_buffer` for sizes the library chose itself (a failure aborts, as any
-/// allocation failure in Rust does).
+/// As `try_alloc_any_buffer` for sizes the library chose itself: a size that overflows
+/// `isize` panics ("capacity overflow", as `Vec::with_capacity`); an allocator failure aborts,
+/// as any allocation failure in Rust does.
 pub(crate) fn alloc_any_buffer(n: usize) -> *mut TVMFFIAny {
+    let Some(bytes) = n
+        .checked_mul(std::mem::size_of::<TVMFFIAny>())
+        .filter(|&b| b <= isize::MAX as usize)
+    else {
+        panic!("ffi.List: capacity overflow ({n} elements)");
+    };
     match try_alloc_any_buffer(n) {
         Ok(p) => p,
         Err(_) => std::alloc::handle_alloc_error(
-            std::alloc::Layout::from_size_align(n.saturating_mul(16).min(isize::MAX as usize), 8)
-                .unwrap(),
+            std::alloc::Layout::from_size_align(bytes, 8).expect("checked above"),
         ),
     }
 }

@@ -808,9 +808,16 @@ impl GraphReader {
                         d.len()
                     )));
                 }
+                let (Ok(device_type), Ok(device_id)) = (i32::try_from(d[0]), i32::try_from(d[1]))
+                else {
+                    return Err(invalid(format!(
+                        ": Device data [{}, {}] does not fit int32",
+                        d[0], d[1]
+                    )));
+                };
                 Any::from(DLDevice {
-                    device_type: d[0] as i32,
-                    device_id: d[1] as i32,
+                    device_type,
+                    device_id,
                 })
             }
             kTVMFFIStr => bytes_str(&json_str(&data()?)?),

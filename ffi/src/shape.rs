@@ -57,6 +57,9 @@ impl ObjectRef<ShapeObj> {
     /// A new shape of `n` dimensions, dimension `i` being `dim(i)`; the first error ends it.
     /// Writes each dimension in place: no buffer, and no `memcpy` call for a few of them
     /// (`ffi.Shape(1, 2, 3)` spent a sixth of its time in one).
+    ///
+    /// # Panics
+    /// When `n * 8` bytes overflow `usize` (as `Vec::with_capacity`).
     pub fn try_from_fn<E>(
         n: usize,
         mut dim: impl FnMut(usize) -> Result<i64, E>,
@@ -81,7 +84,8 @@ impl ObjectRef<ShapeObj> {
                     size: n,
                 },
             },
-            n * 8,
+            n.checked_mul(8)
+                .expect("ffi.Shape: too many dimensions (size overflows usize)"),
         );
         let data = tail as *mut i64;
         // SAFETY: `tail` holds n int64 slots owned by the new object (8-byte aligned).

@@ -116,3 +116,62 @@ fn f4_map_base_new_dense_with_inconsistent_shift() {
     let d: Dict = d;
     d.insert(Any::from(12345i64), Any::from(1i64)).unwrap(); // reads metadata far outside the table
 }
+
+// ---- Session 11 audit: sizes that wrapped, loops that never ended, values read as i32 ----
+
+#[test]
+fn s11_shape_of_too_many_dimensions_panics_instead_of_writing_past_its_block() {
+    // n * 8 wrapped in release: a 48-byte block, then one write per dimension past it
+    let r = std::panic::catch_unwind(|| {
+        anyffi::Shape::try_from_fn((1usize << 61) + 1, |_| Ok::<i64, Error>(1)).map(|_| ())
+    });
+    assert!(r.is_err(), "a size that overflows usize must panic");
+}
+
+#[test]
+fn s11_small_map_whose_pair_storage_overflows_panics() {
+    // n * 32 wrapped to 0: a map promising 2^59 in-place pairs with no storage (heap corruption
+    // on the first insert)
+    let r = std::panic::catch_unwind(|| {
+        anyffi::map_base::new_small(anyffi::abi::kTVMFFIDict, 1 << 59);
+    });
+    assert!(r.is_err());
+}
+
+#[test]
+fn s11_list_capacity_overflow_panics_with_a_message() {
+    let r = std::panic::catch_unwind(|| List::with_capacity(usize::MAX).len());
+    let e = r.expect_err("capacity overflow");
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("capacity overflow"), "{msg}");
+}
+
+#[test]
+fn s11_bigint_decimal_of_no_words_is_zero() {
+    // the division loop never ended (memory grew until the OOM killer)
+    assert_eq!(anyffi::repr::bigint_decimal(&[]), "0");
+    assert_eq!(anyffi::repr::bigint_decimal(&[0]), "0");
+}
+
+#[test]
+fn s11_json_graph_device_outside_int32_is_a_value_error() {
+    // [4294967297, 1] was read as cpu:1 (`as i32`)
+    for data in ["[4294967297, 1]", "[1, -2147483649]"] {
+        let text =
+            format!(r#"{{"root_index": 0, "nodes": [{{"type": "Device", "data": {data}}}]}}"#);
+        let g = anyffi::json::parse(text.as_bytes()).unwrap();
+        let e = anyffi::serialization::from_json_graph(g.as_view()).unwrap_err();
+        assert_eq!(e.kind(), "ValueError", "{}", e.message());
+        assert!(e.message().contains("int32"), "{}", e.message());
+    }
+    let g =
+        anyffi::json::parse(br#"{"root_index": 0, "nodes": [{"type": "Device", "data": [2, 3]}]}"#)
+            .unwrap();
+    let d = anyffi::serialization::from_json_graph(g.as_view()).unwrap();
+    let d = d.get::<anyffi::abi::DLDevice>().unwrap();
+    assert_eq!((d.device_type, d.device_id), (2, 3));
+}

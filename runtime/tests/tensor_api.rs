@@ -640,3 +640,42 @@ fn long_view_chains_release_without_recursion() {
         .join()
         .unwrap();
 }
+
+#[test]
+fn free_device_refuses_a_live_tensors_storage() {
+    // The packed `runtime.free_device` refused it; the safe trait method freed the block under
+    // the tensor (a later copy read freed memory, a new tensor aliased the live one).
+    use anyffi::abi::{kDLCPU, kDLFloat, DLDataType};
+    use tvm_ffi::device::runtime_of;
+    let cpu = DLDevice {
+        device_type: kDLCPU,
+        device_id: 0,
+    };
+    let f32 = DLDataType {
+        code: kDLFloat as u8,
+        bits: 32,
+        lanes: 1,
+    };
+    let a = tvm_ffi::tensor::empty(&[16], f32, cpu).unwrap();
+    let rt = runtime_of(kDLCPU).unwrap();
+    let e = rt.free_device(0, a.dl_tensor.data).unwrap_err();
+    assert_eq!(e.kind(), "ValueError");
+    assert!(e.message().contains("live tensor"), "{}", e.message());
+    let b = tvm_ffi::tensor::empty(&[16], f32, cpu).unwrap();
+    assert_ne!(
+        a.dl_tensor.data, b.dl_tensor.data,
+        "two live tensors share storage"
+    );
+    // a block from malloc_device is still freed by it
+    let p = rt.malloc_device(0, 64).unwrap();
+    rt.free_device(0, p).unwrap();
+}
+
+#[test]
+fn view_strides_of_mismatched_lengths_is_none() {
+    // strides.last().unwrap() panicked on an empty slice; a short one indexed out of bounds
+    use tvm_ffi::tensor::view_strides;
+    assert_eq!(view_strides(&[2, 3], &[], &[6]), None);
+    assert_eq!(view_strides(&[2, 3], &[3], &[6]), None);
+    assert_eq!(view_strides(&[2, 3], &[3, 1], &[6]), Some(vec![1]));
+}

@@ -206,7 +206,11 @@ impl CachingAllocator {
 
     /// Releases a block from [`alloc`](Self::alloc); ValueError (and no effect) for an address
     /// that is not a live block of this allocator.
-    pub fn free(&self, p: *mut u8) -> Result<()> {
+    ///
+    /// # Safety
+    /// Nothing may use the block afterwards; in particular it must not be the storage of a live
+    /// `ffi.Tensor` (`CPU_ALLOCATOR` backs every CPU tensor made by `tensor::empty`).
+    pub unsafe fn free(&self, p: *mut u8) -> Result<()> {
         let addr = p as usize;
         let mut pool = self.pool.lock();
         let Some(size) = pool.live.remove(&addr) else {
@@ -332,23 +336,23 @@ mod tests {
         let p = a.alloc(1000).unwrap();
         assert_eq!(p as usize % ALIGN, 0);
         assert_eq!(a.block_size(p), Some(1024));
-        a.free(p).unwrap();
+        unsafe { a.free(p) }.unwrap();
         assert_eq!(
-            a.free(p).unwrap_err().kind(),
+            unsafe { a.free(p) }.unwrap_err().kind(),
             "ValueError",
             "double free is detected"
         );
         let q = a.alloc(900).unwrap();
         assert_eq!(q, p, "same class reuses the cached block");
         let mut local = 0u64;
-        let e = a.free(&mut local as *mut u64 as *mut u8).unwrap_err();
+        let e = unsafe { a.free(&mut local as *mut u64 as *mut u8) }.unwrap_err();
         assert_eq!(e.kind(), "ValueError");
         assert!(
             e.message().contains("not allocated by the CPU allocator"),
             "{}",
             e.message()
         );
-        a.free(q).unwrap();
+        unsafe { a.free(q) }.unwrap();
         let s = a.stats();
         assert_eq!(
             (s.live_blocks, s.cached_bytes, s.hits, s.system_allocs),
@@ -362,8 +366,8 @@ mod tests {
         let a = CachingAllocator::new(4096);
         let x = a.alloc(4096).unwrap();
         let y = a.alloc(4096).unwrap();
-        a.free(x).unwrap();
-        a.free(y).unwrap();
+        unsafe { a.free(x) }.unwrap();
+        unsafe { a.free(y) }.unwrap();
         let s = a.stats();
         assert_eq!(
             (s.cached_bytes, s.system_frees),
@@ -372,7 +376,7 @@ mod tests {
         );
         let big = a.alloc(MAX_CACHED_BLOCK + 1).unwrap();
         assert_eq!(a.block_size(big), Some(MAX_CACHED_BLOCK + 64));
-        a.free(big).unwrap();
+        unsafe { a.free(big) }.unwrap();
         assert_eq!(a.stats().system_frees, 2, "large blocks are never cached");
         assert_eq!(a.alloc(usize::MAX).unwrap_err().kind(), "ValueError");
         // Just below isize::MAX: a ValueError, not a panic in `layout` (2 MiB alignment).
@@ -386,7 +390,7 @@ mod tests {
     fn zero_limit_disables_caching() {
         let a = CachingAllocator::new(0);
         let p = a.alloc(10).unwrap();
-        a.free(p).unwrap();
+        unsafe { a.free(p) }.unwrap();
         assert_eq!(a.stats().cached_bytes, 0);
     }
 }

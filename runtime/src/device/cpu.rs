@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use anyffi::abi::kDLCPU;
+use anyffi::abi::{kDLCPU, DLDevice};
 use anyffi::{Error, Result};
 use parking_lot::Mutex;
 
@@ -87,11 +87,24 @@ impl DeviceRuntime for CpuRuntime {
         CPU_ALLOCATOR.alloc(nbytes).map(|p| p as *mut c_void)
     }
 
-    fn free_device(&self, _device_id: i32, ptr: *mut c_void) -> Result<()> {
+    fn free_device(&self, device_id: i32, ptr: *mut c_void) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        CPU_ALLOCATOR.free(ptr as *mut u8)
+        let device = DLDevice {
+            device_type: kDLCPU,
+            device_id,
+        };
+        if crate::tensor::alloc::is_tensor_storage(device, ptr) {
+            // the tensor frees it when its last view dies (`Storage::drop` leaves the live set
+            // before it calls us); freeing it here would leave the tensor on a freed block
+            return Err(Error::value_error(format!(
+                "free_device: {ptr:p} is the storage of a live tensor on cpu:{device_id}"
+            )));
+        }
+        // SAFETY: not the storage of a live tensor (checked above); any other block of the
+        // allocator is only reachable through raw pointers, whose users vouch for them.
+        unsafe { CPU_ALLOCATOR.free(ptr as *mut u8) }
     }
 
     fn malloc_host(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {

@@ -275,6 +275,15 @@ impl DeviceRuntime for CudaRuntime {
         if ptr.is_null() {
             return Ok(());
         }
+        let device = anyffi::abi::DLDevice {
+            device_type: kDLCUDA,
+            device_id,
+        };
+        if crate::tensor::alloc::is_tensor_storage(device, ptr) {
+            return Err(Error::value_error(format!(
+                "free_device: {ptr:p} is the storage of a live tensor on cuda:{device_id}"
+            )));
+        }
         let (dev, addr) = self.untrack(ptr, false)?;
         self.bind(dev)?;
         // SAFETY: a live allocation of ours, just untracked, freed once.

@@ -8,8 +8,12 @@ use crate::args::{def, Args};
 
 /// Strides that let `new_shape` view memory laid out as `shape`/`strides`, or `None` when no
 /// such strides exist (PyTorch's `computeStride`: dimensions are grouped into contiguous chunks
-/// and each chunk must be split or merged as a whole).
+/// and each chunk must be split or merged as a whole). `None` as well when `strides` and
+/// `shape` differ in length.
 pub fn view_strides(shape: &[i64], strides: &[i64], new_shape: &[i64]) -> Option<Vec<i64>> {
+    if strides.len() != shape.len() {
+        return None;
+    }
     if shape.is_empty() || shape.contains(&0) {
         // A scalar or empty tensor has no layout to respect.
         return Some(compact_strides(new_shape));
