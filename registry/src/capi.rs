@@ -296,7 +296,8 @@ pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(
 /// Stores the custom object allocator (NULL restores the builtin default).
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFISetCustomAllocator(allocator: *mut TVMFFICustomAllocator) -> c_int {
-    env::set_custom_allocator(allocator);
+    // SAFETY: the C caller vouches for the allocator, as the C API documents.
+    unsafe { env::set_custom_allocator(allocator) };
     0
 }
 

@@ -313,7 +313,12 @@ static DEFAULT_ALLOCATOR: LazyLock<AllocatorPtr> = LazyLock::new(|| {
 static CUSTOM_ALLOCATOR: AtomicPtr<TVMFFICustomAllocator> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Stores `a` (NULL restores the builtin default).
-pub fn set_custom_allocator(a: *mut TVMFFICustomAllocator) {
+///
+/// # Safety
+/// `a` must be NULL or point at an allocator whose functions honour the
+/// `TVMFFICustomAllocator` contract, valid for as long as it stays installed: every object
+/// that C++ code built on the official headers allocates goes through it.
+pub unsafe fn set_custom_allocator(a: *mut TVMFFICustomAllocator) {
     CUSTOM_ALLOCATOR.store(a, Ordering::Release);
 }
 
