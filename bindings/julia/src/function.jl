@@ -59,7 +59,16 @@ end
     return _from_any_owned(result[])
 end
 
-@inline function (f::TVMFunction)(args::Vararg{Any,N}) where {N}
+# Calls with up to this many arguments are specialised on their number (the views in a stack
+# tuple); longer ones (a splatted collection: `f(xs...)`, `TVMArray(xs)`, `TVMMap(d)`) put
+# them in a vector. A `Vararg{Any,N}` specialisation compiles in time quadratic in N (10,000
+# arguments: 17 s, again for each new N) and segfaults Julia's compiler near N = 10^6.
+const MAX_TUPLE_ARGS = 32
+
+@inline (f::TVMFunction)(args...) =
+    length(args) <= MAX_TUPLE_ARGS ? _call_tuple(f, args...) : _call_vec(f, args)
+
+@inline function _call_tuple(f::TVMFunction, args::Vararg{Any,N}) where {N}
     h = _live_handle(f)
     conv = map(_arg, args)
     argv = Ref(map(first, conv))
@@ -78,11 +87,32 @@ end
     return out
 end
 
-@inline _release_keeps(keeps::Tuple) = foreach(_release_keep, keeps)
+@inline _release_keeps(keeps) = foreach(_release_keep, keeps)
+
+@noinline function _call_vec(f::TVMFunction, args::Tuple)
+    h = _live_handle(f)
+    n = length(args)
+    anys = Vector{TVMFFIAny}(undef, n)
+    keeps = Vector{Any}(undef, n)
+    for i in 1:n
+        anys[i], keeps[i] = _arg(args[i])  # on a failure, earlier temporaries go to their finalizers
+    end
+    result = Ref(ANY_NONE)
+    rc = GC.@preserve f args keeps anys result TVMFFIFunctionCall(
+        h, Ptr{Cvoid}(pointer(anys)), n, Base.unsafe_convert(Ptr{Cvoid}, result))
+    if rc != 0
+        _release_keeps(keeps)
+        throw(_fetch_error(rc))
+    end
+    r = result[]
+    out = r.type_index == kTVMFFIDLTensorPtr ? _tensor_result(r, keeps) : _from_any_owned(r)
+    _release_keeps(keeps)
+    return out
+end
 
 # A DLTensor* result is a borrowed view. When it is one of our own argument views (echo), give
 # that view back: it keeps its array alive. Otherwise copy the metadata (see TensorView).
-function _tensor_result(r::TVMFFIAny, keeps::Tuple)
+function _tensor_result(r::TVMFFIAny, keeps)
     p = any_ptr(r)
     for k in keeps
         k isa TensorView && pointer_from_objref(k) == p && return k
@@ -99,12 +129,14 @@ keeps it.
 """
 function call_any(f::TVMFunction, args...)
     h = _live_handle(f)
-    conv = map(_arg, args)
-    argv = Any[first(c) for c in conv]
-    anys = TVMFFIAny[first(c) for c in conv]
-    keeps = map(last, conv)
+    # vectors, not tuples: a tuple of a million views (`call_any(f, xs...)`) never compiled
+    anys = Vector{TVMFFIAny}(undef, length(args))
+    keeps = Vector{Any}(undef, length(args))
+    for i in 1:length(args)
+        anys[i], keeps[i] = _arg(args[i])
+    end
     result = Ref(ANY_NONE)
-    rc = GC.@preserve f args keeps anys argv TVMFFIFunctionCall(
+    rc = GC.@preserve f args keeps anys TVMFFIFunctionCall(
         h, isempty(anys) ? C_NULL : Ptr{Cvoid}(pointer(anys)), length(anys),
         Base.unsafe_convert(Ptr{Cvoid}, result))
     r = result[]

@@ -119,9 +119,19 @@ end
 
 # A DLTensor someone else owns (a callback argument, a returned DLTensor*): metadata copied.
 # Small ranks get concrete types (no dynamic dispatch on the callback path).
+# Julia compiles tuple code per dimension count, in time that grows quadratically with it
+# (1,000 dimensions: 5 s, 5,000: a compiler stack overflow); no array needs more than this.
+const MAX_NDIM = 64
+
+function _check_ndim(f::AbstractString, n::Integer)
+    0 <= n <= MAX_NDIM ||
+        throw(ArgumentError("$f: a tensor of $n dimensions; at most $MAX_NDIM are supported"))
+    return Int(n)
+end
+
 function TensorView(p::Ptr{DLTensor})
     dl = unsafe_load(p)
-    n = Int(dl.ndim)
+    n = _check_ndim("TensorView", dl.ndim)
     n == 1 && return _tensorview(dl, Val(1))
     n == 2 && return _tensorview(dl, Val(2))
     n == 3 && return _tensorview(dl, Val(3))
@@ -436,7 +446,7 @@ function from_dlpack(t::TVMTensor)
     dl = _dl(t)
     _is_host(dl.device) || throw(ArgumentError("from_dlpack: tensor on $(dl.device) is not in host memory"))
     T = julia_type(dl.dtype)
-    n = Int(dl.ndim)
+    n = _check_ndim("from_dlpack", dl.ndim)
     shape = ntuple(i -> unsafe_load(dl.shape, i), n)
     strides = dl.strides == C_NULL ? _rowmajor_strides(shape) : ntuple(i -> unsafe_load(dl.strides, i), n)
     p = Ptr{T}(dl.data + dl.byte_offset)

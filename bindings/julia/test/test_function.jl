@@ -30,6 +30,23 @@ end
         @test APPLY(count_args, (1:11)...) == 11
     end
 
+    @testset "calls with a million arguments (splatted collections)" begin
+        # a Vararg{Any,N} specialisation per N compiled in quadratic time (10^4 arguments: 17 s)
+        # and segfaulted Julia's compiler at 10^6: TVMArray(xs), a Vector{Any} or Dict argument,
+        # a callback returning a long vector all splat their elements
+        n = 1_000_000
+        xs = collect(Any, 1:n)
+        @test length(TVMArray(xs)) == n
+        @test length(TVMList(xs)) == n
+        @test ECHO(xs)[n] == n
+        @test length(TVMMap(Dict(i => i for i in 1:n))) == n
+        @test NOP(1:n...) === nothing
+        @test type_index(call_any(NOP, xs...)) == Int(LibAnyFFI.kTVMFFINone)
+        @test length(APPLY(() -> xs)) == n
+        @test TVMFunction((a...) -> length(a))(xs...) == n
+        @test TVMFunction((a...) -> a[end])(1:40...) == 40   # just past the tuple path
+    end
+
     @testset "callbacks see the converted arguments" begin
         seen = Any[]
         rec = TVMFunction((xs...) -> (append!(seen, xs); length(xs)))

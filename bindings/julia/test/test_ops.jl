@@ -38,6 +38,13 @@ end
         A .= [1 2 3; 4 5 6]
         @test parent(A) == Float32[1 4; 2 5; 3 6]
         @test Array(t) == Float32[1 2 3; 4 5 6]
+        # more dimensions than Julia compiles tuple code for in reasonable time (1,000: 5 s
+        # of compiling, then an error from unsafe_wrap): an ArgumentError up front
+        big = empty_(TVMShape(ones(Int, 1000)...), DLDataType(Float32), cpu())
+        @test_throws ArgumentError from_dlpack(big)
+        dlp = Ptr{LibAnyFFI.DLTensor}(AnyFFI._live_handle(big) + LibAnyFFI.OBJECT_HEADER_SIZE)
+        @test_throws ArgumentError TensorView(dlp)   # a callback's DLTensor* argument
+        @test ndims(from_dlpack(empty_(TVMShape(ones(Int, 64)...), DLDataType(Float32), cpu()))) == 64
     end
 
     op_testset("runtime.device_count") do device_count
