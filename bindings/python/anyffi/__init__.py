@@ -23,6 +23,7 @@ from .module import Module, load_module
 from .object import Object, register_object
 from .tensor import Tensor, from_dlpack
 
+from . import reflection  # noqa: E402  (reflected fields and methods on object classes)
 from . import ops, runtime  # noqa: E402  (they use everything above)
 
 __version__ = "0.1.0"

@@ -179,12 +179,17 @@ def register_object(type_key: str, type_index: Optional[int] = None) -> Callable
             _CLASS_BY_INDEX[ti] = cls
             _CLASS_CACHE.clear()
         cls._type_key = type_key
+        if ti is not None and _CLASS_HOOK:
+            _CLASS_HOOK[0][1](cls, ti)
         return cls
 
     return register
 
 
 _CLASS_CACHE: dict[int, type] = {}
+# (class_for, add_members) of the reflection module: a class per type with reflected fields or
+# methods, and those members on registered classes (filled in by reflection.py)
+_CLASS_HOOK: list = []
 
 
 def class_of(type_index: int) -> type:
@@ -197,13 +202,17 @@ def class_of(type_index: int) -> type:
         cls = _PENDING_KEYS.pop(type_key_of(type_index), None)
         if cls is not None:
             _CLASS_BY_INDEX[type_index] = cls
+            if _CLASS_HOOK:
+                _CLASS_HOOK[0][1](cls, type_index)
     if cls is None:
-        cls = Object
+        cls, base_index = Object, _capi.kObject
         for anc in _ancestors(type_index):
             c = _CLASS_BY_INDEX.get(anc)
             if c is not None:
-                cls = c
+                cls, base_index = c, anc
                 break
+        if _CLASS_HOOK:
+            cls = _CLASS_HOOK[0][0](type_index, cls, base_index)
     _CLASS_CACHE[type_index] = cls
     return cls
 

@@ -127,3 +127,67 @@ def test_copy_and_pickle_never_share_a_handle():
     for op in (copy.copy, copy.deepcopy, pickle.dumps):
         with pytest.raises(TypeError):
             op(f)
+
+
+def _official_testing_lib():
+    from conftest import official_testing_library
+
+    if not official_testing_library():
+        pytest.skip("no libtvm_ffi_testing.so")
+
+
+def test_reflected_fields_and_methods_of_an_unregistered_type():
+    # as the official package: a class per type named after it, fields as properties, member
+    # methods bound, repr from ffi.ReprPrint
+    _official_testing_lib()
+    o = anyffi.get_global_func("testing.make_unregistered_object")()
+    assert type(o).__name__ == "TestUnregisteredObject" and type(o).__module__ == "testing"
+    assert isinstance(o, anyffi.Object) and o.type_key == "testing.TestUnregisteredObject"
+    assert (o.v1, o.v2) == (41, 42)
+    assert o.get_v1_plus_one() == 42 and o.get_v2_plus_two() == 44
+    assert {"v1", "v2", "get_v1_plus_one"} <= set(dir(o))
+    assert repr(o) == "testing.TestUnregisteredObject(v1=41, v2=42)"
+    assert repr(o) == anyffi.get_global_func("ffi.ReprPrint")(o)
+    with pytest.raises(AttributeError, match="no setter"):
+        o.v1 = 5  # a read-only field
+    with pytest.raises(AttributeError, match="nosuch"):
+        o.nosuch
+    o2 = anyffi.get_global_func("testing.make_unregistered_object")()
+    assert type(o2) is type(o)  # one class per type
+    o.close()
+    with pytest.raises(ValueError, match="closed"):
+        o.v1
+    assert "closed" in repr(o)
+
+
+def test_registered_classes_get_constructors_fields_and_methods():
+    _official_testing_lib()
+
+    @anyffi.register_object("testing.TestIntPair")
+    class TestIntPair(anyffi.Object):
+        pass
+
+    p = TestIntPair(1, 2)  # __ffi_init__
+    assert (p.a, p.b, p.sum()) == (1, 2, 3)
+    assert anyffi.get_global_func("testing.TestIntPairSum")(p) == 3
+    assert repr(p) == "testing.TestIntPair(a=1, b=2)"
+
+    @anyffi.register_object("testing.TestObjectBase")
+    class Base(anyffi.Object):
+        def twice(self):  # the class's own members stay
+            return 2 * self.v_i64
+
+    o = Base(v_i64=7, v_f64=2.5, v_str="abc")  # keyword arguments after the KWARGS marker
+    assert (o.v_i64, o.v_f64, o.v_str, o.twice()) == (7, 2.5, "abc", 14)
+    o.v_i64 = 11  # a writable field
+    assert o.v_i64 == 11 and o.add_i64(5) == 16
+    with pytest.raises(TypeError, match="int"):
+        o.v_i64 = "x"
+    assert o.v_i64 == 11
+    # an unregistered subtype: a class below the registered one, with the subtype's fields too
+    d = anyffi.get_global_func("ffi.MakeObjectFromPackedArgs")(
+        "testing.TestObjectDerived", "v_i64", 1, "v_map", {"a": 1}, "v_array", [1, 2]
+    )
+    assert isinstance(d, Base) and type(d) is not Base
+    assert d.v_i64 == 1 and dict(d.v_map) == {"a": 1} and list(d.v_array) == [1, 2]
+    assert d.twice() == 2
