@@ -222,7 +222,7 @@ def _members(cls_name: str, infos: list[_TypeInfo]) -> dict[str, Any]:
         for j in range(info.num_fields):
             f = _FieldInfo.from_address(info.fields + j * ctypes.sizeof(_FieldInfo))
             name = f.name.text()
-            if name not in out:
+            if name not in out and f.getter:  # every field has a getter; never call NULL
                 out[name] = _field_property(cls_name, f)
         for m in _iter_methods([info]):
             name = m.name.text()
