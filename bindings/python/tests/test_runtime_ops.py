@@ -407,15 +407,15 @@ def test_half_precision_workspace_of_broadcast_operands_is_an_error():
     one = np.ones(1, np.float16)
     a = as_strided(one, shape=(1, 2**40), strides=(0, 0))
     b = as_strided(one, shape=(2**40, 1), strides=(0, 0))
-    with pytest.raises((RuntimeError, ValueError), match=r"ops\.gemm: .*workspace"):
+    with pytest.raises(MemoryError, match=r"ops\.gemm: .*workspace"):
         ops.gemm(a, b, out=np.zeros((1, 1), np.float16))
     a = as_strided(one, shape=(1, 2**61), strides=(0, 0))
     b = as_strided(one, shape=(2**61, 1), strides=(0, 0))
-    with pytest.raises((RuntimeError, ValueError), match=r"ops\.gemm: .*workspace"):
+    with pytest.raises(MemoryError, match=r"ops\.gemm: .*workspace"):  # past isize::MAX bytes
         ops.gemm(a, b, out=np.zeros((1, 1), np.float16))
     row = np.ones(2**20, np.float16)
     x = as_strided(row, shape=(2**20, 2**20), strides=(0, 2))
-    with pytest.raises((RuntimeError, ValueError), match=r"ops\.linear: .*workspace"):
+    with pytest.raises(MemoryError, match=r"ops\.linear: .*workspace"):
         ops.linear(x, row.reshape(1, -1), out=np.zeros((2**20, 1), np.float16))
 
 

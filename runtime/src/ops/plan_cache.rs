@@ -192,9 +192,12 @@ pub(crate) fn with_scratch<R>(op: &str, n: usize, f: impl FnOnce(&mut [f32]) -> 
     crate::kernels::with_thread_local(&SCRATCH, |v| {
         if v.len() < n {
             let oom = || {
-                anyffi::Error::runtime_error(format!(
-                    "{op}: out of memory: cannot allocate a workspace of {n} float32 elements"
-                ))
+                anyffi::Error::new(
+                    "MemoryError",
+                    format!(
+                        "{op}: out of memory: cannot allocate a workspace of {n} float32 elements"
+                    ),
+                )
             };
             if n > isize::MAX as usize / std::mem::size_of::<f32>() {
                 return Err(oom());
@@ -223,6 +226,28 @@ pub(crate) fn workspace_len(op: &str, terms: &[(usize, usize)]) -> Result<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_sizes_are_checked() {
+        assert_eq!(workspace_len("op", &[(2, 3), (3, 4), (2, 4)]).unwrap(), 26);
+        let e = workspace_len("ops.gemm", &[(1 << 40, 1 << 40), (1, 1)]).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        assert!(e.message().starts_with("ops.gemm: "), "{}", e.message());
+        let e = workspace_len(
+            "ops.gemm",
+            &[(usize::MAX / 2, 1), (usize::MAX / 2, 1), (2, 1)],
+        );
+        assert_eq!(e.unwrap_err().kind(), "ValueError");
+        // past isize::MAX bytes: a MemoryError naming the op, no allocation tried
+        let e = with_scratch("ops.linear", usize::MAX / 2, |_| ()).unwrap_err();
+        assert_eq!(e.kind(), "MemoryError");
+        assert!(
+            e.message().starts_with("ops.linear: out of memory"),
+            "{}",
+            e.message()
+        );
+        assert_eq!(with_scratch("op", 8, |w| w.len()).unwrap(), 8);
+    }
 
     #[test]
     fn lru_evicts_the_least_recent() {
