@@ -155,12 +155,17 @@ def conv_str(a: str, k: int, fr: Frame) -> None:
             STR_CELLS[a] = cells
         Q[k], Q[k + 1] = cells
     elif _BYTES_OFF >= 0 and b"\0" not in b:
-        cells = (_capi.kRawStr, id(b) + _BYTES_OFF)
-        if n <= STR_CELLS_LONG and len(STR_CELLS) < STR_CELLS_MAX:
-            _STR_BYTES.append(b)
-            STR_CELLS[a] = cells
-        else:
-            fr.keep.append(b)
+        # convert_args (reflected setters, calls of more than FRAME_CAP arguments) comes here
+        # without looking in STR_CELLS first: reuse the cached cells rather than keeping another
+        # copy of the bytes for good on every call
+        cells = STR_CELLS.get(a)
+        if cells is None:
+            cells = (_capi.kRawStr, id(b) + _BYTES_OFF)
+            if n <= STR_CELLS_LONG and len(STR_CELLS) < STR_CELLS_MAX:
+                _STR_BYTES.append(b)
+                STR_CELLS[a] = cells
+            else:
+                fr.keep.append(b)
         Q[k], Q[k + 1] = cells
     else:
         check_call(_capi.TVMFFIStringFromByteArray(_capi.byte_array(b), fr.cell_addr(k)))

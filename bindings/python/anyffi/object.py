@@ -12,6 +12,7 @@ objects of an unregistered type get the class of their nearest registered ancest
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Callable, Optional, TypeVar
 
 from . import _capi, _mem
@@ -172,6 +173,10 @@ def register_object(type_key: str, type_index: Optional[int] = None) -> Callable
     """Class decorator: objects of ``type_key`` (and its unregistered descendants) get this class."""
 
     def register(cls: T) -> T:
+        with _CLASS_LOCK:
+            return _register_locked(cls)
+
+    def _register_locked(cls: T) -> T:
         ti = type_index if type_index is not None else type_key_to_index(type_key)
         if ti is None:
             _PENDING_KEYS[type_key] = cls  # registered later by the library (modules, plugins)
@@ -192,11 +197,24 @@ _CLASS_CACHE: dict[int, type] = {}
 _CLASS_HOOK: list = []
 
 
+# Class creation calls into the library through ctypes, which releases the GIL: without this
+# lock, threads meeting a new type at once each make a class of their own for it.
+_CLASS_LOCK = threading.RLock()
+
+
 def class_of(type_index: int) -> type:
     """The Python class for objects of ``type_index``."""
     cls = _CLASS_CACHE.get(type_index)
     if cls is not None:
         return cls
+    with _CLASS_LOCK:
+        cls = _CLASS_CACHE.get(type_index)
+        if cls is not None:
+            return cls
+        return _class_of_locked(type_index)
+
+
+def _class_of_locked(type_index: int) -> type:
     cls = _CLASS_BY_INDEX.get(type_index)
     if cls is None and _PENDING_KEYS:
         cls = _PENDING_KEYS.pop(type_key_of(type_index), None)

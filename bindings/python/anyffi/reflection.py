@@ -81,6 +81,12 @@ _Getter = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 _Setter = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
+def _owned(value: Any) -> Any:
+    """``value`` as a field keeps it: DLPack producers (numpy arrays, ...) and tensor views become
+    owned ``ffi.Tensor`` objects sharing their memory, as a container's elements do."""
+    return _marshal.owned_elements((value,))[0]
+
+
 def _field_property(cls_name: str, f: _FieldInfo) -> property:
     name, offset, flags = f.name.text(), f.offset, f.flags
     getter = _Getter(f.getter)
@@ -103,7 +109,9 @@ def _field_property(cls_name: str, f: _FieldInfo) -> property:
                 h = self._h
                 if not h:
                     raise ValueError(f"cannot set `{name}` of a closed {type(self).__name__}")
-                setter_fn(ctypes.c_void_p(h + offset), value)
+                # the field keeps the value: a DLPack producer must become an owned ffi.Tensor,
+                # not the borrowed DLTensor* view an argument gets (it would dangle)
+                setter_fn(ctypes.c_void_p(h + offset), _owned(value))
 
         else:
             setter = _Setter(f.setter)
@@ -112,6 +120,7 @@ def _field_property(cls_name: str, f: _FieldInfo) -> property:
                 h = self._h
                 if not h:
                     raise ValueError(f"cannot set `{name}` of a closed {type(self).__name__}")
+                value = _owned(value)  # kept alive by this frame until the setter returns
                 fr = _marshal.new_frame()
                 try:
                     _marshal.convert_args((value,), fr)
@@ -246,11 +255,16 @@ def class_for(type_index: int, base: type, base_index: int) -> type:
         return base
     key = _object.type_key_of(type_index)
     module, _, name = key.rpartition(".")
-    members = {k: v for k, v in _members(name, infos).items() if not hasattr(base, k)}
+    # As the official package's fallback classes: the class of an unregistered parent type is
+    # the base, so objects of a derived type are instances of their parent type's class too.
+    parent = _object._ancestors(type_index)[0]
+    parent_cls = base if parent == base_index else _object.class_of(parent)
+    own = infos[:1] if parent_cls is not base else infos
+    members = {k: v for k, v in _members(name, own).items() if not hasattr(base, k)}
     init = _constructor(type_index, infos)
     if init is not None:
         members["__init__"] = init
-    cls = type(name, (base,), {"__slots__": (), "__module__": module or "anyffi", **members})
+    cls = type(name, (parent_cls,), {"__slots__": (), "__module__": module or "anyffi", **members})
     cls._type_key = key
     return cls
 

@@ -191,3 +191,73 @@ def test_registered_classes_get_constructors_fields_and_methods():
     assert isinstance(d, Base) and type(d) is not Base
     assert d.v_i64 == 1 and dict(d.v_map) == {"a": 1} and list(d.v_array) == [1, 2]
     assert d.twice() == 2
+
+
+def test_reflected_field_keeps_an_owned_tensor_of_a_numpy_array():
+    # the setter got the borrowed DLTensor* view of a call argument, which an Any field kept
+    # (garbage after the call); now an owned ffi.Tensor sharing the array's memory, as tvm_ffi
+    np = pytest.importorskip("numpy")
+    _official_testing_lib()
+    mk = anyffi.get_global_func("ffi.MakeObjectFromPackedArgs")
+    o = mk("testing.TestDeepCopyEdges", "v_any", 1, "v_obj", None)
+    x = np.arange(4, dtype="float32")
+    o.v_any = x
+    del x
+    gc.collect()
+    v = o.v_any
+    assert isinstance(v, anyffi.Tensor) and v.shape == (4,)
+    np.testing.assert_array_equal(v.numpy(), np.arange(4, dtype="float32"))
+
+
+def test_setting_a_long_string_field_keeps_no_copy_per_set():
+    _official_testing_lib()
+    from anyffi import _marshal
+
+    @anyffi.register_object("testing.TestObjectBase")
+    class Base(anyffi.Object):
+        pass
+
+    o = Base(v_i64=1)
+    s = "a string longer than the inline seven bytes"
+    o.v_str = s
+    before = len(_marshal._STR_BYTES)
+    for _ in range(1000):
+        o.v_str = s
+    assert len(_marshal._STR_BYTES) == before and o.v_str == s
+
+
+def test_one_class_per_type_across_threads_and_parent_classes():
+    _official_testing_lib()
+    import sys
+    import threading
+
+    from anyffi import object as obj_mod
+
+    # forget the classes made so far, so that the threads below all meet the type anew
+    ti = anyffi.get_global_func("testing.make_unregistered_object")().type_index
+    for t in [ti] + obj_mod._ancestors(ti):
+        if t not in obj_mod._CLASS_BY_INDEX:
+            obj_mod._CLASS_CACHE.pop(t, None)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        out = []
+        bar = threading.Barrier(8)
+
+        def work():
+            bar.wait()
+            out.append(type(anyffi.get_global_func("testing.make_unregistered_object")()))
+
+        ts = [threading.Thread(target=work) for _ in range(8)]
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(set(out)) == 1
+    # the class of an unregistered parent type is the base, as in tvm_ffi
+    names = [c.__name__ for c in out[0].__mro__]
+    assert names[:3] == ["TestUnregisteredObject", "TestUnregisteredBaseObject", "Object"], names
+    o = anyffi.get_global_func("testing.make_unregistered_object")()
+    assert (o.get_v1_plus_one(), o.get_v2_plus_two()) == (42, 44)
