@@ -38,6 +38,11 @@ class dtype(str):
         if isinstance(s, dtype):
             return s
         if not isinstance(s, str):
+            if isinstance(s, type) and s.__module__ == "numpy":
+                # numpy scalar types (np.float32, np.int64, np.bool_): their numpy dtype's name
+                import numpy
+
+                s = numpy.dtype(s)
             # numpy dtypes and other objects with a name; torch dtypes print as "torch.float32"
             s = str(getattr(s, "name", s))
             if s.startswith("torch."):

@@ -125,6 +125,8 @@ def test_dtype_fields():
     assert (d.code, d.bits, d.lanes, d.itemsize) == (2, 32, 1, 4)
     assert anyffi.dtype("int32x4").lanes == 4
     assert anyffi.dtype(np.dtype("int16")) == "int16"
+    # numpy scalar types, as numpy users spell dtypes (the official package refuses them)
+    assert (anyffi.dtype(np.float32), anyffi.dtype(np.bool_), anyffi.dtype(np.uint8)) == ("float32", "bool", "uint8")
     with pytest.raises(ValueError):
         anyffi.dtype("notatype")
     # spelled as written (as the official package keeps it), fields of the canonical type
