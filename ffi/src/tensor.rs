@@ -81,19 +81,24 @@ pub fn dtype_bytes(dtype: DLDataType) -> usize {
     (dtype.bits as usize * dtype.lanes as usize).div_ceil(8)
 }
 
-/// Compact row-major strides of `shape`.
+/// Compact row-major strides of `shape`. Strides past `i64::MAX` saturate (no tensor that
+/// large has memory: the allocating and viewing functions refuse such shapes).
 pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     let mut strides = vec![1i64; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1].max(1);
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1].max(1));
     }
     strides
 }
 
 /// Whether `shape`/`strides` describe a compact row-major layout (size-1 dims ignored; any
-/// empty dimension makes the tensor trivially contiguous).
+/// empty dimension makes the tensor trivially contiguous). Strides of another length than
+/// the shape describe no layout: false.
 pub fn is_contiguous(shape: &[i64], strides: Option<&[i64]>) -> bool {
     let Some(strides) = strides else { return true };
+    if strides.len() != shape.len() {
+        return false;
+    }
     if shape.contains(&0) {
         return true;
     }
@@ -105,7 +110,7 @@ pub fn is_contiguous(shape: &[i64], strides: Option<&[i64]>) -> bool {
         if s != expected {
             return false;
         }
-        expected *= n;
+        expected = expected.saturating_mul(n);
     }
     true
 }

@@ -175,3 +175,15 @@ fn s11_json_graph_device_outside_int32_is_a_value_error() {
     let d = d.get::<anyffi::abi::DLDevice>().unwrap();
     assert_eq!((d.device_type, d.device_id), (2, 3));
 }
+
+#[test]
+fn s11_layout_helpers_on_odd_input() {
+    use anyffi::tensor::{compact_strides, is_contiguous};
+    // strides shorter than the shape described a "contiguous" layout (zip stopped early)
+    assert!(!is_contiguous(&[2, 3], Some(&[1])));
+    assert!(!is_contiguous(&[2, 3], Some(&[])));
+    assert!(is_contiguous(&[2, 3], Some(&[3, 1])));
+    // strides past i64 saturate instead of wrapping (release) or panicking (debug)
+    let s = compact_strides(&[2, 1 << 40, 1 << 40]);
+    assert_eq!(s, vec![i64::MAX, 1 << 40, 1]);
+}
