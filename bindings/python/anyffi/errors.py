@@ -26,20 +26,41 @@ class Error(RuntimeError):
     Raise it from a callback to choose the kind the other side sees.
     """
 
-    def __init__(self, message: str = "", kind: str = "RuntimeError", backtrace: str = ""):
+    def __init__(self, message: str = "", kind: "str | None" = None, backtrace: str = ""):
         super().__init__(message)
-        self.kind = kind
+        # a subclass registered with register_error defaults to its registered kind
+        self.kind = _registered_kind(type(self)) if kind is None else kind
         self.backtrace = backtrace
+
+
+def _registered_kind(cls: type) -> str:
+    for c in cls.__mro__:
+        if c is Error:
+            break
+        kind = _CLASS_TO_KIND.get(c)
+        if kind is not None:
+            return kind
+    return "RuntimeError"
 
 
 _KIND_TO_CLASS: dict[str, type] = {}
 _CLASS_TO_KIND: dict[type, str] = {}
 
 
-def register_error(kind: str, cls: type) -> None:
-    """Maps the error kind ``kind`` to the exception class ``cls``, both ways."""
-    _KIND_TO_CLASS[kind] = cls
-    _CLASS_TO_KIND[cls] = kind
+def register_error(kind: "str | type | None" = None, cls: "type | None" = None):
+    """Maps the error kind ``kind`` to the exception class ``cls``, both ways. As in
+    ``tvm_ffi.register_error`` also a decorator: ``@register_error`` (the kind is the class
+    name) or ``@register_error("kind")``. Returns ``cls``."""
+    if isinstance(kind, type):
+        kind, cls = kind.__name__, kind
+
+    def register(c: type) -> type:
+        k = kind if isinstance(kind, str) else c.__name__
+        _KIND_TO_CLASS[k] = c
+        _CLASS_TO_KIND[c] = k
+        return c
+
+    return register if cls is None else register(cls)
 
 
 for _name in (
@@ -98,10 +119,10 @@ class _Sent:
     address alone could be freed (C code that swallows the error) and reused by an unrelated
     error, which would then come back as this old exception object."""
 
-    __slots__ = ("h", "exc", "message")
+    __slots__ = ("h", "exc", "message", "backtrace")
 
-    def __init__(self, h: int, exc: BaseException, message: str):
-        self.h, self.exc, self.message = h, exc, message
+    def __init__(self, h: int, exc: BaseException, message: str, backtrace: str):
+        self.h, self.exc, self.message, self.backtrace = h, exc, message, backtrace
 
     def __del__(self, _dec=_capi.TVMFFIObjectDecRef):
         h = self.h
@@ -135,23 +156,40 @@ def _exception_from_parts(h: int, kind: str, message: str, backtrace: str) -> Ba
         _tls.sent = None
         exc = sent.exc
         if sent.message == message and kind_of(exc) == kind:
-            _attach_backtrace(exc, backtrace)
+            # the frames we sent are in exc.__traceback__ already: note only what was added
+            sent_bt = sent.backtrace
+            if sent_bt and backtrace.startswith(sent_bt):
+                extra = backtrace[len(sent_bt):]
+            elif sent_bt and backtrace.endswith(sent_bt):
+                extra = backtrace[: len(backtrace) - len(sent_bt)]
+            else:
+                extra = backtrace
+            _attach_backtrace(exc, backtrace, extra)
             return exc
+    return new_exception(kind, message, backtrace)
+
+
+def new_exception(kind: str, message: str, backtrace: str) -> BaseException:
+    """A new Python exception for an FFI error of ``kind``."""
     cls = exception_class(kind)
     try:
         exc = cls(message, kind, backtrace) if cls is Error else cls(message)
     except Exception:  # noqa: BLE001 - a class that wants other arguments (UnicodeDecodeError)
         exc = Error(message, kind, backtrace)
+    if isinstance(exc, Error):  # a registered subclass of Error: the kind it came with
+        exc.kind, exc.backtrace = kind, backtrace
     _attach_backtrace(exc, backtrace)
     return exc
 
 
-def _attach_backtrace(exc: BaseException, backtrace: str) -> None:
-    """Records the FFI backtrace on ``exc`` and shows it as its (single) FFI note."""
+def _attach_backtrace(exc: BaseException, backtrace: str, shown: "str | None" = None) -> None:
+    """Records the FFI backtrace on ``exc`` and shows it (or the part ``shown`` of it that the
+    traceback lacks) as its (single) FFI note."""
     exc.__anyffi_backtrace__ = backtrace
+    shown = backtrace if shown is None else shown
     notes = [n for n in getattr(exc, "__notes__", ()) if not n.startswith(_NOTE_HEAD)]
-    if backtrace:
-        notes.append(_backtrace_note(backtrace))
+    if shown.strip():
+        notes.append(_backtrace_note(shown))
     if notes or hasattr(exc, "__notes__"):
         exc.__notes__ = notes  # what BaseException.add_note (3.11+) appends to
 
@@ -227,5 +265,5 @@ def set_raised_from_python(exc: BaseException) -> None:
     except AttributeError:  # an exception class with __slots__ and no __dict__
         pass
     _capi.TVMFFIErrorSetRaised(h)
-    _tls.sent = _Sent(h, exc, message)  # keeps our reference to h
+    _tls.sent = _Sent(h, exc, message, backtrace)  # keeps our reference to h
 

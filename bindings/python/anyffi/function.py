@@ -18,7 +18,7 @@ import ctypes
 from typing import Any, Callable, Optional
 
 from . import _capi, _marshal, _mem
-from .errors import check_call, kind_of, raise_from_raised, set_raised_from_python, take_raised
+from .errors import check_call, error_parts, kind_of, make_error, new_exception, raise_from_raised, set_raised_from_python, take_raised
 from .object import Object, register_object
 
 _MQ, _MI = _mem.Q, _mem.I  # address-space views (object headers, capsules, callback results)
@@ -38,6 +38,43 @@ _STR_CELLS = _marshal.STR_CELLS
 _byref, _c_char = ctypes.byref, ctypes.c_char
 _ArgumentError = ctypes.ArgumentError
 _recursion_error_of = _capi.recursion_error_of
+
+
+@register_object("ffi.Error", _capi.kError)
+class ErrorObject(Object):
+    """An ``ffi.Error`` held as a value (a result, an element), not raised: ``kind``,
+    ``message``, ``backtrace``, and ``py_error()``, the exception to raise for it (as
+    ``tvm_ffi``'s ``Error``). Pickles by value."""
+
+    __slots__ = ()
+
+    @property
+    def kind(self) -> str:
+        return error_parts(self.handle)[0]
+
+    @property
+    def message(self) -> str:
+        return error_parts(self.handle)[1]
+
+    @property
+    def backtrace(self) -> str:
+        return error_parts(self.handle)[2]
+
+    def py_error(self) -> BaseException:
+        return new_exception(*error_parts(self.handle))
+
+    def __reduce_ex__(self, protocol):
+        return (_error_object, error_parts(self.handle))
+
+    def __repr__(self) -> str:
+        if not self._h:
+            return "<anyffi.ErrorObject (closed)>"
+        kind, message, _ = error_parts(self._h)
+        return f"ffi.Error({kind}: {message!r})"
+
+
+def _error_object(kind: str, message: str, backtrace: str) -> ErrorObject:
+    return ErrorObject._from_owned(make_error(kind, message, backtrace))
 
 
 def _call_ref(h: int):
@@ -106,6 +143,8 @@ class Function(Object):
                 _drop_result(fr)
                 if type(e) is _ArgumentError:
                     raise _recursion_error_of(e) from None
+                if type(e) is SystemError or type(e) is KeyboardInterrupt:
+                    raise _host_error(e) from None
                 raise
             if rc:
                 _push(fr)
@@ -188,6 +227,8 @@ class Function(Object):
             if type(e) is _ArgumentError:
                 # at the recursion limit: a RecursionError, not ctypes' wrapper of it
                 raise _recursion_error_of(e) from None
+            if type(e) is SystemError or type(e) is KeyboardInterrupt:
+                raise _host_error(e) from None
             raise
         finally:
             if keep or owned:
@@ -222,9 +263,48 @@ def _call_many(f: Function, args: tuple) -> Any:
         _drop_result(fr)
         if type(e) is _ArgumentError:
             raise _recursion_error_of(e) from None
+        if type(e) is SystemError or type(e) is KeyboardInterrupt:
+            raise _host_error(e) from None
         raise
     finally:
         fr.release()
+
+
+def _host_error(e: BaseException, _Move=_capi.TVMFFIErrorMoveFromRaised, _DecRef=_capi.TVMFFIObjectDecRef) -> BaseException:
+    """The exception to raise for ``e``, raised by the ctypes call itself. A callee polling
+    ``TVMFFIEnvCheckSignals`` ran the Python signal handler (Ctrl-C during a long C++ loop) and
+    returned -1 with ``EnvErrorAlreadySet`` in the slot; the handler's exception was pending when
+    ctypes returned, which CPython reports as ``SystemError`` caused by it (a call keeping the GIL
+    raises it directly). Raises the handler's exception and drops the placeholder FFI error."""
+    cause = e.__cause__ if type(e) is SystemError else e
+    if cause is None or "returned a result with an exception set" not in str(e) and cause is not e:
+        return e
+    out = ctypes.c_void_p()
+    _Move(_byref(out))
+    if out.value:
+        _DecRef(out.value)
+    return cause
+
+
+def _register_host_capi() -> None:
+    """As the official package: lets native code poll for Ctrl-C (``TVMFFIEnvCheckSignals``)."""
+    try:
+        reg = _capi.PYLIB.TVMFFIEnvRegisterCAPI
+    except AttributeError:
+        return
+    reg.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    reg.restype = ctypes.c_int
+    api = ctypes.pythonapi
+    for name in ("PyGILState_Ensure", "PyGILState_Release", "PyErr_CheckSignals"):
+        if reg(name.encode(), ctypes.cast(getattr(api, name), ctypes.c_void_p).value) != 0:
+            err = ctypes.c_void_p()
+            _capi.TVMFFIErrorMoveFromRaised(_byref(err))
+            if err.value:
+                _capi.TVMFFIObjectDecRef(err.value)
+            return
+
+
+_register_host_capi()
 
 
 def _call_failed(f: "Function", args: tuple, rc: int) -> Any:

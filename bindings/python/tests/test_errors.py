@@ -311,3 +311,93 @@ def test_recursion_limit_in_ctypes_argument_conversion_is_a_recursion_error(t):
 
     with pytest.raises(RecursionError):
         rec(sys.getrecursionlimit())
+
+
+def _official_testing_lib():
+    from conftest import official_testing_library
+
+    if not official_testing_library():
+        pytest.skip("no libtvm_ffi_testing.so")
+
+
+def test_ctrl_c_stops_a_native_loop_that_polls_for_signals():
+    # the package registers PyErr_CheckSignals and the GIL pair with the library (as the
+    # official one), so TVMFFIEnvCheckSignals in native code sees Ctrl-C; without it the loop
+    # ran to its end (4 s) and printed "Function finished without catching signal"
+    import os
+    import signal
+    import threading
+    import time
+
+    _official_testing_lib()
+    f = anyffi.get_global_func("testing.run_check_signal")
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        f(4)
+    assert time.monotonic() - t0 < 3.0
+    assert anyffi.get_global_func("testing.add_one")(1) == 2  # no stale error left behind
+
+
+def test_registered_error_subclasses_keep_their_kind_both_ways(t):
+    class QuotaError(anyffi.Error):
+        pass
+
+    anyffi.register_error("QuotaError", QuotaError)
+    with pytest.raises(QuotaError) as info:
+        t.raise_error("QuotaError", "over quota")
+    assert info.value.kind == "QuotaError"
+
+    def bad():
+        raise QuotaError("from python")
+
+    with pytest.raises(QuotaError) as info:
+        t.apply(bad)
+    assert info.value.kind == "QuotaError"
+    assert QuotaError("x").kind == "QuotaError" and anyffi.Error("x").kind == "RuntimeError"
+
+    # the official package's decorator forms
+    @anyffi.register_error
+    class DecoratedError(anyffi.Error):
+        pass
+
+    @anyffi.register_error("OtherKind")
+    class Other(anyffi.Error):
+        pass
+
+    assert DecoratedError("m").kind == "DecoratedError" and Other("m").kind == "OtherKind"
+    with pytest.raises(Other):
+        t.raise_error("OtherKind", "m")
+
+
+def test_an_error_held_as_a_value():
+    # an ffi.Error returned, not raised: kind/message/backtrace and py_error(), as tvm_ffi's
+    import pickle
+
+    _official_testing_lib()
+    err_h = anyffi.errors.make_error("ValueError", "boom", "")
+    from anyffi.function import ErrorObject
+
+    e = ErrorObject._from_owned(err_h)
+    v = anyffi.get_global_func("testing.echo")(e)
+    assert isinstance(v, ErrorObject) and (v.kind, v.message) == ("ValueError", "boom")
+    assert isinstance(v.py_error(), ValueError) and str(v.py_error()).startswith("boom")
+    w = pickle.loads(pickle.dumps(v))
+    assert (w.kind, w.message) == ("ValueError", "boom") and not w.same_as(v)
+    assert "ValueError" in repr(v)
+
+
+def test_python_frames_are_not_shown_twice(t):
+    import traceback
+
+    def cb():
+        raise ValueError("in callback")
+
+    def outer():
+        t.apply(cb)
+
+    with pytest.raises(ValueError) as info:
+        t.apply(outer)
+    text = "".join(traceback.format_exception(info.value))
+    assert text.count("in cb\n") == 1, text
+    assert text.count("in outer\n") == 1, text
