@@ -306,3 +306,45 @@ pub unsafe extern "C" fn TVMFFISetCustomAllocator(allocator: *mut TVMFFICustomAl
 pub unsafe extern "C" fn TVMFFIGetCustomAllocator() -> *mut TVMFFICustomAllocator {
     env::custom_allocator()
 }
+
+/// A `PyCapsule` destructor for DLPack capsules that were never consumed (still named
+/// `dltensor` / `dltensor_versioned`): runs the managed tensor's deleter. It reads the capsule at
+/// CPython's fixed layout (pointer at +16, name at +24) and calls no Python API, so it works
+/// whatever the interpreter's error state: the Python package's own (ctypes) destructor could
+/// not run while a consumer's exception was pending (`np.from_dlpack` of a bfloat16 tensor
+/// leaked the tensor and turned numpy's error into a SystemError). Not part of the TVM FFI ABI.
+///
+/// # Safety
+/// `capsule` must be NULL or a live `PyCapsule` whose pointer, when the name says it is
+/// unconsumed, is a managed tensor of that kind.
+#[no_mangle]
+pub unsafe extern "C" fn AnyFFIDLPackCapsuleDestructor(capsule: *mut c_void) {
+    if capsule.is_null() {
+        return;
+    }
+    let p = capsule as *const u8;
+    // SAFETY: a PyCapsule per the caller: PyObject_HEAD (16 bytes), pointer, name.
+    let (mt, name) = unsafe {
+        (
+            *(p.add(16) as *const *mut c_void),
+            *(p.add(24) as *const *const c_char),
+        )
+    };
+    if mt.is_null() || name.is_null() {
+        return;
+    }
+    // SAFETY: capsule names are NUL-terminated C strings.
+    let deleter_offset = match unsafe { CStr::from_ptr(name) }.to_bytes() {
+        b"dltensor" => 56,           // DLManagedTensor.deleter
+        b"dltensor_versioned" => 16, // DLManagedTensorVersioned.deleter
+        _ => return,                 // consumed ("used_dltensor...")
+    };
+    // SAFETY: an unconsumed managed tensor of that kind, per the caller.
+    let deleter = unsafe {
+        *((mt as *const u8).add(deleter_offset) as *const Option<unsafe extern "C" fn(*mut c_void)>)
+    };
+    if let Some(d) = deleter {
+        // SAFETY: the producer's deleter, called once as the capsule dies unconsumed.
+        unsafe { d(mt) };
+    }
+}

@@ -111,6 +111,7 @@ _LEGACY_NAME_PTRS: set[int] = set()  # addresses of the static "dltensor" names 
 _VERSIONED_OFFSET = _capi.DLManagedTensorVersioned.dl_tensor.offset
 _VERSIONED_FLAGS_OFFSET = _capi.DLManagedTensorVersioned.flags.offset
 _DLPACK_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+_DLPACK_FLAG_IS_COPIED = 2  # DLPACK_FLAG_BITMASK_IS_COPIED
 
 
 def _dltensor_offset(name_ptr: int, producer: type) -> int:
@@ -361,11 +362,25 @@ class Tensor(Object):
         dl_device: Any = None,
         copy: Optional[bool] = None,
     ) -> object:
-        """A DLPack capsule sharing this tensor's memory (the capsule holds a reference)."""
-        if copy:
-            raise BufferError("anyffi.Tensor.__dlpack__: copy=True is not supported")
+        """A DLPack capsule sharing this tensor's memory (the capsule holds a reference); with
+        ``copy=True``, of a compact copy of it (CPU tensors; versioned capsules flag it copied)."""
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"anyffi.Tensor.__dlpack__: cannot export to device {dl_device}")
+        if stream is not None and self.device.device_type == 1:
+            # the array API: "On CPU and other device types without streams, only None is accepted"
+            raise BufferError(f"anyffi.Tensor.__dlpack__: stream must be None for a CPU tensor, got {stream!r}")
+        if copy:
+            # the array API: copy=True "must always copy" (np/torch.from_dlpack(x, copy=True))
+            if self.device.device_type != 1:
+                raise BufferError(f"anyffi.Tensor.__dlpack__: copy=True is supported for CPU tensors only, not {self.device}")
+            try:
+                c = _owned_copy_of_view(self)  # an owned ffi.Tensor with a compact copy of the data
+            except (ImportError, TypeError) as e:
+                raise BufferError(f"anyffi.Tensor.__dlpack__: cannot copy: {e}") from e
+            cap = c.__dlpack__(max_version=max_version)
+            if _capsule_name(cap) == _VERSIONED:
+                Q[qi(_capsule_pointer(cap) + _VERSIONED_FLAGS_OFFSET)] |= _DLPACK_FLAG_IS_COPIED
+            return cap
         h = self._h
         if not h:
             return _export_view(self, max_version is not None and max_version[0] >= 1)
@@ -477,10 +492,28 @@ _NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> num
 # -- capsule destructor: frees a managed tensor nobody consumed ---------------------------------
 
 
+# PyErr_Occurred through ctypes raises the exception pending on this thread, if any (a private
+# function object: setting restype on ctypes.pythonapi's would change it for everyone)
+_PyErr_Occurred = ctypes.PYFUNCTYPE(ctypes.c_void_p)(("PyErr_Occurred", ctypes.pythonapi))
+
+
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(cap: int, Q=Q, string_at=ctypes.string_at, Deleter=_capi.DLManagedTensorDeleter) -> None:
+def _capsule_destructor(cap: int, Q=Q, string_at=ctypes.string_at, Deleter=_capi.DLManagedTensorDeleter,
+                        err_occurred=_PyErr_Occurred) -> None:
     # Runs while the capsule is being destroyed, possibly during interpreter shutdown (hence the
     # defaults): read its fields directly, taking no new reference to it.
+    #
+    # A consumer that fails after taking the capsule (np.from_dlpack of a bfloat16 tensor) drops
+    # it with its exception still set, and every ctypes call below then failed with it: the
+    # deleter never ran (the tensor leaked) and ctypes printed and cleared the exception, so the
+    # consumer raised "SystemError: ... returned NULL without setting an exception". Take the
+    # pending exception first (a ctypes callback cannot set it again on return: it is reported
+    # as unraisable below, the consumer still raises SystemError, but nothing leaks).
+    pending = None
+    try:
+        err_occurred()
+    except BaseException as e:  # noqa: BLE001 - the consumer's exception, whatever it is
+        pending = e
     base = cap >> 3
     name_ptr = Q[base + 2]  # name at +24
     name = string_at(name_ptr) if name_ptr else b""
@@ -495,9 +528,16 @@ def _capsule_destructor(cap: int, Q=Q, string_at=ctypes.string_at, Deleter=_capi
         deleter = Q[((mt + deleter_off) >> 3) - 1]
         if deleter:
             Deleter(deleter)(mt)
+    if pending is not None:
+        raise pending  # printed by ctypes as "Exception ignored ...": the consumer's real error
 
 
-_CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+try:
+    # the library's own destructor: no Python code, so it also runs while a consumer's
+    # exception is pending (the ctypes one above is the fallback on other libraries)
+    _CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_capi.LIB.AnyFFIDLPackCapsuleDestructor, ctypes.c_void_p).value
+except AttributeError:
+    _CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_capsule_destructor))  # lives as long as any capsule
 
 
