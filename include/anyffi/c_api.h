@@ -826,6 +826,20 @@ int TVMFFISetCustomAllocator(struct TVMFFICustomAllocator *allocator);
  */
 struct TVMFFICustomAllocator *TVMFFIGetCustomAllocator(void);
 
+/**
+ * A `PyCapsule` destructor for DLPack capsules that were never consumed (still named
+ * `dltensor` / `dltensor_versioned`): runs the managed tensor's deleter. It reads the capsule at
+ * CPython's fixed layout (pointer at +16, name at +24) and calls no Python API, so it works
+ * whatever the interpreter's error state: the Python package's own (ctypes) destructor could
+ * not run while a consumer's exception was pending (`np.from_dlpack` of a bfloat16 tensor
+ * leaked the tensor and turned numpy's error into a SystemError). Not part of the TVM FFI ABI.
+ *
+ * # Safety
+ * `capsule` must be NULL or a live `PyCapsule` whose pointer, when the name says it is
+ * unconsumed, is a managed tensor of that kind.
+ */
+void AnyFFIDLPackCapsuleDestructor(void *capsule);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
