@@ -29,13 +29,15 @@ class Error(RuntimeError):
     def __init__(self, message: str = "", kind: "str | None" = None, backtrace: str = ""):
         super().__init__(message)
         # a subclass registered with register_error defaults to its registered kind
-        self.kind = _registered_kind(type(self)) if kind is None else kind
+        self.kind = _registered_kind(type(self), Error) if kind is None else kind
         self.backtrace = backtrace
 
 
-def _registered_kind(cls: type) -> str:
+def _registered_kind(cls: type, stop: "type | None" = None) -> str:
+    """The kind registered for ``cls`` or its nearest registered base before ``stop``, else
+    RuntimeError."""
     for c in cls.__mro__:
-        if c is Error:
+        if c is stop:
             break
         kind = _CLASS_TO_KIND.get(c)
         if kind is not None:
@@ -87,11 +89,7 @@ def kind_of(exc: BaseException) -> str:
     if isinstance(exc, Error):
         return exc.kind
     exc = _capi.recursion_error_of(exc)  # ctypes' ArgumentError around a RecursionError
-    for cls in type(exc).__mro__:
-        kind = _CLASS_TO_KIND.get(cls)
-        if kind is not None:
-            return kind
-    return "RuntimeError"
+    return _registered_kind(type(exc))
 
 
 # -- reading an ffi.Error object ------------------------------------------------------------------
@@ -207,6 +205,15 @@ def take_raised(rc: int = -1) -> tuple[BaseException, str, str]:
         return _exception_from_parts(h, kind, message, backtrace), kind, message
     finally:
         _capi.TVMFFIObjectDecRef(h)
+
+
+def discard_raised(_Move=_capi.TVMFFIErrorMoveFromRaised, _DecRef=_capi.TVMFFIObjectDecRef) -> None:
+    """Drops whatever error this thread's slot holds (one expected and not wanted), so that it
+    cannot be mistaken for a later call's."""
+    out = ctypes.c_void_p()
+    _Move(ctypes.byref(out))
+    if out.value:
+        _DecRef(out.value)
 
 
 def raise_from_raised(rc: int = -1) -> None:

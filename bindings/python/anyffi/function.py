@@ -18,7 +18,17 @@ import ctypes
 from typing import Any, Callable, Optional
 
 from . import _capi, _marshal, _mem
-from .errors import check_call, error_parts, kind_of, make_error, new_exception, raise_from_raised, set_raised_from_python, take_raised
+from .errors import (
+    check_call,
+    discard_raised,
+    error_parts,
+    kind_of,
+    make_error,
+    new_exception,
+    raise_from_raised,
+    set_raised_from_python,
+    take_raised,
+)
 from .object import Object, register_object
 
 _MQ, _MI = _mem.Q, _mem.I  # address-space views (object headers, capsules, callback results)
@@ -140,12 +150,10 @@ class Function(Object):
             except BaseException as e:
                 # a signal handled right after the call (Ctrl-C during it): the owned result
                 # the callee wrote is nobody's yet
-                _drop_result(fr)
-                if type(e) is _ArgumentError:
-                    raise _recursion_error_of(e) from None
-                if type(e) is SystemError or type(e) is KeyboardInterrupt:
-                    raise _host_error(e) from None
-                raise
+                instead = _call_interrupted(e, fr)
+                if instead is None:
+                    raise
+                raise instead from None
             if rc:
                 _push(fr)
                 raise_from_raised(rc)
@@ -223,13 +231,10 @@ class Function(Object):
         except BaseException as e:
             # zero-cost when nothing is raised; a KeyboardInterrupt handled right after the call
             # returned (Ctrl-C during it) leaves the callee's owned result in the frame
-            _drop_result(fr)
-            if type(e) is _ArgumentError:
-                # at the recursion limit: a RecursionError, not ctypes' wrapper of it
-                raise _recursion_error_of(e) from None
-            if type(e) is SystemError or type(e) is KeyboardInterrupt:
-                raise _host_error(e) from None
-            raise
+            instead = _call_interrupted(e, fr)
+            if instead is None:
+                raise
+            raise instead from None
         finally:
             if keep or owned:
                 fr.release()
@@ -260,17 +265,29 @@ def _call_many(f: Function, args: tuple) -> Any:
             return _call_failed(f, args, rc)
         return _from_result(fr)
     except BaseException as e:
-        _drop_result(fr)
-        if type(e) is _ArgumentError:
-            raise _recursion_error_of(e) from None
-        if type(e) is SystemError or type(e) is KeyboardInterrupt:
-            raise _host_error(e) from None
-        raise
+        instead = _call_interrupted(e, fr)
+        if instead is None:
+            raise
+        raise instead from None
     finally:
         fr.release()
 
 
-def _host_error(e: BaseException, _Move=_capi.TVMFFIErrorMoveFromRaised, _DecRef=_capi.TVMFFIObjectDecRef) -> BaseException:
+def _call_interrupted(e: BaseException, fr) -> Optional[BaseException]:
+    """For an exception ``e`` raised around a foreign call made with frame ``fr``: drops the
+    owned result the callee may have written (nobody decoded it), and returns the exception to
+    raise instead of ``e`` (None: re-raise ``e`` as it is). At the recursion limit ctypes wraps
+    the RecursionError in an ArgumentError; after a native loop saw Ctrl-C, ctypes reports the
+    handler's KeyboardInterrupt as a SystemError (see ``_host_error``)."""
+    _drop_result(fr)
+    if type(e) is _ArgumentError:
+        return _recursion_error_of(e)
+    if type(e) is SystemError or type(e) is KeyboardInterrupt:
+        return _host_error(e)
+    return None
+
+
+def _host_error(e: BaseException) -> BaseException:
     """The exception to raise for ``e``, raised by the ctypes call itself. A callee polling
     ``TVMFFIEnvCheckSignals`` ran the Python signal handler (Ctrl-C during a long C++ loop) and
     returned -1 with ``EnvErrorAlreadySet`` in the slot; the handler's exception was pending when
@@ -279,10 +296,7 @@ def _host_error(e: BaseException, _Move=_capi.TVMFFIErrorMoveFromRaised, _DecRef
     cause = e.__cause__ if type(e) is SystemError else e
     if cause is None or "returned a result with an exception set" not in str(e) and cause is not e:
         return e
-    out = ctypes.c_void_p()
-    _Move(_byref(out))
-    if out.value:
-        _DecRef(out.value)
+    discard_raised()
     return cause
 
 
@@ -297,10 +311,7 @@ def _register_host_capi() -> None:
     api = ctypes.pythonapi
     for name in ("PyGILState_Ensure", "PyGILState_Release", "PyErr_CheckSignals"):
         if reg(name.encode(), ctypes.cast(getattr(api, name), ctypes.c_void_p).value) != 0:
-            err = ctypes.c_void_p()
-            _capi.TVMFFIErrorMoveFromRaised(_byref(err))
-            if err.value:
-                _capi.TVMFFIObjectDecRef(err.value)
+            discard_raised()
             return
 
 

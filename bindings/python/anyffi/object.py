@@ -16,7 +16,7 @@ import threading
 from typing import Callable, Optional, TypeVar
 
 from . import _capi, _mem
-from .errors import check_call
+from .errors import check_call, discard_raised
 
 _Q, _I = _mem.Q, _mem.I
 _IncRef = _capi.TVMFFIObjectIncRef
@@ -143,10 +143,7 @@ def type_key_to_index(type_key: str) -> Optional[int]:
     b = type_key.encode()
     out = ctypes.c_int32()
     if _capi.TVMFFITypeKeyToIndex(_capi.byte_array(b), ctypes.byref(out)) != 0:
-        # A missing key leaves an error in the slot; take it out so it cannot be mistaken later.
-        err = ctypes.c_void_p()
-        _capi.TVMFFIErrorMoveFromRaised(ctypes.byref(err))
-        _DecRef(err.value)
+        discard_raised()  # a missing key leaves an error in the slot
         return None
     return out.value
 

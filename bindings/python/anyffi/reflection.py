@@ -27,8 +27,8 @@ _STATIC_METHOD = 1 << 2
 _SETTER_IS_FUNCTION = 1 << 11
 
 
-class _ByteArray(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+class _ByteArray(_capi.TVMFFIByteArray):
+    """A TVMFFIByteArray that reads as text."""
 
     def text(self) -> str:
         return _mem.read_str(self.data, self.size) if self.size else ""
@@ -167,7 +167,7 @@ _GetTypeAttrColumn.restype = ctypes.POINTER(_AttrColumn)
 def _type_attr_function(type_index: int, attr: str):
     """The Function stored for ``type_index`` in the type attribute column ``attr``, or None."""
     name = attr.encode()
-    col = _GetTypeAttrColumn(ctypes.byref(_capi.TVMFFIByteArray(ctypes.cast(ctypes.c_char_p(name), ctypes.c_void_p), len(name))))
+    col = _GetTypeAttrColumn(ctypes.byref(_capi.byte_array(name)))
     if not col:
         return None
     c = col.contents

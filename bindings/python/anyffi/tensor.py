@@ -52,6 +52,13 @@ _PyCapsule_SetName.argtypes = (ctypes.py_object, ctypes.c_char_p)
 _CAPSULE = type(__import__("datetime").datetime_CAPI)
 
 
+def _require_capsule(cap: object, source: str) -> None:
+    """TypeError unless ``cap`` (what ``source``, a ``__dlpack__()`` call, returned) is a
+    PyCapsule: the capsule's fields are read at raw offsets."""
+    if type(cap) is not _CAPSULE:
+        raise TypeError(f"{source} returned {type(cap).__name__}, not a capsule")
+
+
 def _capsule_name(cap: object) -> bytes:
     p = Q[qi(id(cap) + _CAPSULE_NAME)]
     return ctypes.string_at(p) if p else b""
@@ -80,8 +87,7 @@ def check_writable(func: str, name: str, x: Any) -> None:
             cap = x.__dlpack__(max_version=(1, 3))
         except TypeError:  # a producer that predates the versioned protocol has no flag
             return
-        if type(cap) is not _CAPSULE:
-            raise TypeError(f"{func}: `{name}`.__dlpack__() returned {type(cap).__name__}, not a capsule")
+        _require_capsule(cap, f"{func}: `{name}`.__dlpack__()")
         if _capsule_name(cap) == _VERSIONED and Q[qi(_capsule_pointer(cap) + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY:
             raise ValueError(f"{func}: `{name}` is exported read-only by its producer")
 
@@ -165,9 +171,7 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
             fr.Q[k + 1] = p
             return
         read_only = True
-    if type(cap) is not _CAPSULE:
-        # the raw reads below assume a PyCapsule's layout
-        raise TypeError(f"{type(a).__name__}.__dlpack__() returned {type(cap).__name__}, not a DLPack capsule")
+    _require_capsule(cap, f"{type(a).__name__}.__dlpack__()")
     base = id(cap)
     name_ptr = Q[(base >> 3) + 2]  # PyCapsule.name at +24
     off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
@@ -643,8 +647,7 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
             cap = x.__dlpack__()
     else:
         raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer (no __dlpack__)")
-    if type(cap) is not _CAPSULE:
-        raise TypeError(f"from_dlpack: {type(x).__name__}.__dlpack__() returned {type(cap).__name__}, not a capsule")
+    _require_capsule(cap, f"from_dlpack: {type(x).__name__}.__dlpack__()")
     name = _capsule_name(cap)
     ptr = _capsule_pointer(cap)
     out = ctypes.c_void_p()
