@@ -77,37 +77,42 @@ const MAX_TUPLE_ARGS = 32
     rc = GC.@preserve f args keeps ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
                                          (Ptr{Cvoid}, Ref{NTuple{N,TVMFFIAny}}, Int32, Ref{TVMFFIAny}),
                                          h, argv, Int32(N), result)
+    return _call_result(rc, result[], keeps)
+end
+
+@inline _release_keeps(keeps) = foreach(_release_keep, keeps)
+
+# The result of a call (error code `rc`, result slot `r`) as a Julia value; the call's
+# temporaries `keeps` are released either way.
+@inline function _call_result(rc::Cint, r::TVMFFIAny, keeps)
     if rc != 0
         _release_keeps(keeps)
         throw(_fetch_error(rc))
     end
-    r = result[]
     out = r.type_index == kTVMFFIDLTensorPtr ? _tensor_result(r, keeps) : _from_any_owned(r)
     _release_keeps(keeps)
     return out
 end
 
-@inline _release_keeps(keeps) = foreach(_release_keep, keeps)
-
-@noinline function _call_vec(f::TVMFunction, args::Tuple)
-    h = _live_handle(f)
+# The arguments of a call as vectors of views and of what keeps them valid (calls too long for
+# a stack tuple, and `call_any`); on a failure, earlier temporaries go to their finalizers.
+function _arg_vectors(args::Tuple)
     n = length(args)
     anys = Vector{TVMFFIAny}(undef, n)
     keeps = Vector{Any}(undef, n)
     for i in 1:n
-        anys[i], keeps[i] = _arg(args[i])  # on a failure, earlier temporaries go to their finalizers
+        anys[i], keeps[i] = _arg(args[i])
     end
+    return anys, keeps
+end
+
+@noinline function _call_vec(f::TVMFunction, args::Tuple)
+    h = _live_handle(f)
+    anys, keeps = _arg_vectors(args)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps anys result TVMFFIFunctionCall(
-        h, Ptr{Cvoid}(pointer(anys)), n, Base.unsafe_convert(Ptr{Cvoid}, result))
-    if rc != 0
-        _release_keeps(keeps)
-        throw(_fetch_error(rc))
-    end
-    r = result[]
-    out = r.type_index == kTVMFFIDLTensorPtr ? _tensor_result(r, keeps) : _from_any_owned(r)
-    _release_keeps(keeps)
-    return out
+        h, Ptr{Cvoid}(pointer(anys)), length(anys), Base.unsafe_convert(Ptr{Cvoid}, result))
+    return _call_result(rc, result[], keeps)
 end
 
 # A DLTensor* result is a borrowed view. When it is one of our own argument views (echo), give
@@ -130,11 +135,7 @@ keeps it.
 function call_any(f::TVMFunction, args...)
     h = _live_handle(f)
     # vectors, not tuples: a tuple of a million views (`call_any(f, xs...)`) never compiled
-    anys = Vector{TVMFFIAny}(undef, length(args))
-    keeps = Vector{Any}(undef, length(args))
-    for i in 1:length(args)
-        anys[i], keeps[i] = _arg(args[i])
-    end
+    anys, keeps = _arg_vectors(args)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps anys TVMFFIFunctionCall(
         h, isempty(anys) ? C_NULL : Ptr{Cvoid}(pointer(anys)), length(anys),
