@@ -108,21 +108,24 @@ pub(crate) unsafe extern "C" fn free_any_buffer(data: *mut c_void) {
     }
 }
 
+/// The bytes of a buffer for `n` values, or None past `isize::MAX`.
+fn any_buffer_bytes(n: usize) -> Option<usize> {
+    n.checked_mul(std::mem::size_of::<TVMFFIAny>())
+        .filter(|&b| b <= isize::MAX as usize)
+}
+
 /// A buffer for `n` values (NULL for `n == 0`), released by `free_any_buffer`; a MemoryError
 /// when the size overflows or the allocator has no such block.
 pub(crate) fn try_alloc_any_buffer(n: usize) -> Result<*mut TVMFFIAny> {
     if n == 0 {
         return Ok(ptr::null_mut());
     }
-    let bytes = n
-        .checked_mul(std::mem::size_of::<TVMFFIAny>())
-        .filter(|&b| b <= isize::MAX as usize)
-        .ok_or_else(|| {
-            Error::new(
-                "MemoryError",
-                format!("cannot allocate room for {n} elements: the size overflows"),
-            )
-        })?;
+    let bytes = any_buffer_bytes(n).ok_or_else(|| {
+        Error::new(
+            "MemoryError",
+            format!("cannot allocate room for {n} elements: the size overflows"),
+        )
+    })?;
     let p = match cxx_operators() {
         // SAFETY: the nothrow operator new returns an aligned block or NULL.
         Some((new, _)) => unsafe { new(bytes, &NOTHROW as *const u8 as *const c_void) },
@@ -142,10 +145,7 @@ pub(crate) fn try_alloc_any_buffer(n: usize) -> Result<*mut TVMFFIAny> {
 /// `isize` panics ("capacity overflow", as `Vec::with_capacity`); an allocator failure aborts,
 /// as any allocation failure in Rust does.
 pub(crate) fn alloc_any_buffer(n: usize) -> *mut TVMFFIAny {
-    let Some(bytes) = n
-        .checked_mul(std::mem::size_of::<TVMFFIAny>())
-        .filter(|&b| b <= isize::MAX as usize)
-    else {
+    let Some(bytes) = any_buffer_bytes(n) else {
         panic!("ffi.List: capacity overflow ({n} elements)");
     };
     match try_alloc_any_buffer(n) {

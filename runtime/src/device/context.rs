@@ -177,11 +177,7 @@ pub(crate) fn register() -> Result<()> {
             let a = Args::new("runtime.free_device", &["device", "ptr"], args)?;
             let d = a.device(0, "device")?;
             let p = a.ptr(1, "ptr")?;
-            if crate::tensor::alloc::is_tensor_storage(d, p) {
-                return Err(Error::value_error(format!(
-                    "{p:p} is the storage of a live tensor; it is freed when the tensor is released"
-                )));
-            }
+            crate::tensor::alloc::refuse_tensor_storage("runtime.free_device", d, p)?;
             resolve(d)?.free_device(d.device_id, p)?;
             Ok(Any::none())
         },
@@ -203,11 +199,7 @@ pub(crate) fn register() -> Result<()> {
             let a = Args::new("runtime.free_host", &["device", "ptr"], args)?;
             let d = a.device(0, "device")?;
             let p = a.ptr(1, "ptr")?;
-            if crate::tensor::alloc::is_tensor_storage(d, p) {
-                return Err(Error::value_error(format!(
-                    "{p:p} is the storage of a live tensor; it is freed when the tensor is released"
-                )));
-            }
+            crate::tensor::alloc::refuse_tensor_storage("runtime.free_host", d, p)?;
             resolve(d)?.free_host(d.device_id, p)?;
             Ok(Any::none())
         },

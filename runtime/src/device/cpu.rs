@@ -95,13 +95,9 @@ impl DeviceRuntime for CpuRuntime {
             device_type: kDLCPU,
             device_id,
         };
-        if crate::tensor::alloc::is_tensor_storage(device, ptr) {
-            // the tensor frees it when its last view dies (`Storage::drop` leaves the live set
-            // before it calls us); freeing it here would leave the tensor on a freed block
-            return Err(Error::value_error(format!(
-                "free_device: {ptr:p} is the storage of a live tensor on cpu:{device_id}"
-            )));
-        }
+        // the tensor frees it when its last view dies (`Storage::drop` leaves the live set
+        // before it calls us)
+        crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
         // SAFETY: not the storage of a live tensor (checked above); any other block of the
         // allocator is only reachable through raw pointers, whose users vouch for them.
         unsafe { CPU_ALLOCATOR.free(ptr as *mut u8) }

@@ -279,11 +279,7 @@ impl DeviceRuntime for CudaRuntime {
             device_type: kDLCUDA,
             device_id,
         };
-        if crate::tensor::alloc::is_tensor_storage(device, ptr) {
-            return Err(Error::value_error(format!(
-                "free_device: {ptr:p} is the storage of a live tensor on cuda:{device_id}"
-            )));
-        }
+        crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
         let (dev, addr) = self.untrack(ptr, false)?;
         self.bind(dev)?;
         // SAFETY: a live allocation of ours, just untracked, freed once.

@@ -27,6 +27,19 @@ pub(crate) fn is_tensor_storage(device: DLDevice, ptr: *mut c_void) -> bool {
         .is_some_and(|s| s.contains(&(device.device_type, device.device_id, ptr as usize)))
 }
 
+/// A ValueError naming `func` when `ptr` on `device` is the storage of a live tensor: freeing
+/// it by hand would leave the tensor on a freed block (or hand it to a second tensor).
+pub(crate) fn refuse_tensor_storage(func: &str, device: DLDevice, ptr: *mut c_void) -> Result<()> {
+    if is_tensor_storage(device, ptr) {
+        return Err(Error::value_error(format!(
+            "{func}: {ptr:p} is the storage of a live tensor on {}; it is freed when the tensor \
+             is released",
+            device_to_string(device)
+        )));
+    }
+    Ok(())
+}
+
 /// Device memory owned by a tensor; freed through its runtime when the last view dies.
 struct Storage {
     ptr: *mut c_void,
