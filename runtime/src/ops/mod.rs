@@ -450,12 +450,15 @@ pub(crate) fn output_arg<'a>(
     name: &'static str,
 ) -> Result<TensorArg<'a>> {
     let t = tensor_arg(op, args, idx, name)?;
-    let empty = t.shape.contains(&0); // nothing is written
-    if !empty
-        && t.shape
-            .iter()
-            .zip(t.strides())
-            .any(|(&n, &s)| n > 1 && s == 0)
+    // an empty output is not written; a layout that fails the overlap rule is named by its
+    // plainest cause, a zero stride, when it has one
+    if t.shape.contains(&0) || strides_disjoint(t.shape, t.strides()) {
+        return Ok(t);
+    }
+    if t.shape
+        .iter()
+        .zip(t.strides())
+        .any(|(&n, &s)| n > 1 && s == 0)
     {
         return Err(Error::value_error(format!(
             "{op}: output `{name}` has a zero stride on a dimension of size > 1 (shape {}, \
@@ -464,16 +467,13 @@ pub(crate) fn output_arg<'a>(
             tuple(t.strides())
         )));
     }
-    if !empty && !strides_disjoint(t.shape, t.strides()) {
-        return Err(Error::value_error(format!(
-            "{op}: output `{name}` may overlap itself (shape {}, strides {}): ordered by \
-             stride, each dimension's stride must step past everything the smaller ones span, \
-             else several threads could write one element",
-            tuple(t.shape),
-            tuple(t.strides())
-        )));
-    }
-    Ok(t)
+    Err(Error::value_error(format!(
+        "{op}: output `{name}` may overlap itself (shape {}, strides {}): ordered by stride, \
+         each dimension's stride must step past everything the smaller ones span, else several \
+         threads could write one element",
+        tuple(t.shape),
+        tuple(t.strides())
+    )))
 }
 
 /// Whether no two elements of a tensor with this shape and these strides (all dimensions > 0)
