@@ -88,7 +88,7 @@ def check_writable(func: str, name: str, x: Any) -> None:
         except TypeError:  # a producer that predates the versioned protocol has no flag
             return
         _require_capsule(cap, f"{func}: `{name}`.__dlpack__()")
-        if _capsule_name(cap) == _VERSIONED and Q[qi(_capsule_pointer(cap) + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY:
+        if _capsule_name(cap) == _VERSIONED and _flagged_read_only(_capsule_pointer(cap)):
             raise ValueError(f"{func}: `{name}` is exported read-only by its producer")
 
 
@@ -118,6 +118,11 @@ _VERSIONED_OFFSET = _capi.DLManagedTensorVersioned.dl_tensor.offset
 _VERSIONED_FLAGS_OFFSET = _capi.DLManagedTensorVersioned.flags.offset
 _DLPACK_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 _DLPACK_FLAG_IS_COPIED = 2  # DLPACK_FLAG_BITMASK_IS_COPIED
+
+
+def _flagged_read_only(mt: int) -> bool:
+    """Whether the versioned managed tensor at ``mt`` carries the DLPack READ_ONLY flag."""
+    return bool(Q[qi(mt + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY)
 
 
 def _dltensor_offset(name_ptr: int, producer: type) -> int:
@@ -177,7 +182,7 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
     off = 0 if name_ptr in _LEGACY_NAME_PTRS else _dltensor_offset(name_ptr, type(a))
     fr.keep.append(cap)
     mt = Q[(base >> 3) + 1]  # PyCapsule.pointer at +16: the managed tensor
-    if read_only and off == _VERSIONED_OFFSET and Q[qi(mt + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY:
+    if read_only and off == _VERSIONED_OFFSET and _flagged_read_only(mt):
         fr.keep.append(_ReadOnlyMark(mt + off))
     fr.Q[k] = _capi.kDLTensorPtr
     fr.Q[k + 1] = mt + off
@@ -652,7 +657,7 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
     ptr = _capsule_pointer(cap)
     out = ctypes.c_void_p()
     if name == _VERSIONED:
-        read_only = bool(Q[qi(ptr + _VERSIONED_FLAGS_OFFSET)] & _DLPACK_FLAG_READ_ONLY)
+        read_only = _flagged_read_only(ptr)
         check_call(_capi.TVMFFITensorFromDLPackVersioned(ptr, require_alignment, int(require_contiguous), ctypes.byref(out)))
         _PyCapsule_SetName(cap, _USED_VERSIONED)
         t = Tensor._from_owned(out.value)
