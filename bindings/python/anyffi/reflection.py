@@ -100,7 +100,10 @@ def _field_property(cls_name: str, f: _FieldInfo) -> property:
         check_call(getter(h + offset, ctypes.addressof(out)))
         return from_owned(_mem.qi(ctypes.addressof(out)))
 
-    fset = None
+    def fset(self, value):
+        # every Python version says the same (3.11+ would say "property ... has no setter")
+        raise AttributeError(f"`{name}` of {type(self).__name__} is a read-only field")
+
     if flags & _FIELD_WRITABLE and f.setter:
         if flags & _SETTER_IS_FUNCTION:
             setter_fn = Function._from_borrowed(f.setter)

@@ -209,6 +209,8 @@ def _dltensor_of_array_interface(a: Any, keep: list) -> int:
     if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
         raise TypeError(f"cannot pass a {typestr} array as a tensor")
     byte_strides = ai.get("strides")
+    if byte_strides is not None and any(s % item for s in byte_strides):
+        raise BufferError(f"cannot pass an array whose byte strides {tuple(byte_strides)} are not multiples of its item size {item}")
     strides = _compact_strides(shape) if byte_strides is None else [s // item for s in byte_strides]
     nd = len(shape)
     dims = (ctypes.c_int64 * max(nd, 1))(*shape)
@@ -649,7 +651,14 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
         try:
             cap = x.__dlpack__(max_version=(1, 3))
         except TypeError:  # producers that predate the versioned protocol
-            cap = x.__dlpack__()
+            try:
+                cap = x.__dlpack__()
+            except BufferError:
+                # numpy < 2.1 exports no read-only array: share its memory all the same, through
+                # __array_interface__, as a tensor flagged read-only
+                if not hasattr(x, "__array_interface__"):
+                    raise
+                return _from_array_interface(x, require_alignment, require_contiguous)
     else:
         raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer (no __dlpack__)")
     _require_capsule(cap, f"from_dlpack: {type(x).__name__}.__dlpack__()")
@@ -671,6 +680,26 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
     else:
         raise ValueError(f"from_dlpack: the capsule is named {name!r} (already consumed?)")
     return Tensor._from_owned(out.value)
+
+
+def _from_array_interface(x: Any, require_alignment: int, require_contiguous: bool) -> Tensor:
+    """An owned ``ffi.Tensor`` sharing the memory of a CPU ``__array_interface__`` exporter
+    (which keeps it alive); read-only when the exporter's memory is."""
+    keep: list = []
+    src = _capi.DLTensor.from_address(_dltensor_of_array_interface(x, keep))
+    nd = src.ndim
+    shape, strides = tuple(src.shape[:nd]), tuple(src.strides[:nd])
+    read_only = bool(x.__array_interface__["data"][1])
+    addr = _managed_tensor(src, shape, strides, True, read_only, x)
+    out = ctypes.c_void_p()
+    try:
+        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, require_alignment, int(require_contiguous), ctypes.byref(out)))
+    except BaseException:
+        _VIEW_EXPORTS.pop(addr, None)
+        raise
+    t = Tensor._from_owned(out.value)
+    t._ro = read_only
+    return t
 
 
 def _capsule_dltensor(cap: object) -> int:

@@ -273,7 +273,7 @@ def test_backtrace_through_nested_callbacks_is_linear(t):
     for n in (10, 60):
         with pytest.raises(ValueError, match="bottom") as info:
             rec(n)
-        text = "".join(traceback.format_exception(info.value))
+        text = "".join(traceback.format_exception(type(info.value), info.value, info.value.__traceback__))
         frames = text.count(" in rec")
         assert n + 1 <= frames <= 2 * n + 2, (n, frames)
 
@@ -398,6 +398,6 @@ def test_python_frames_are_not_shown_twice(t):
 
     with pytest.raises(ValueError) as info:
         t.apply(outer)
-    text = "".join(traceback.format_exception(info.value))
+    text = "".join(traceback.format_exception(type(info.value), info.value, info.value.__traceback__))
     assert text.count("in cb\n") == 1, text
     assert text.count("in outer\n") == 1, text

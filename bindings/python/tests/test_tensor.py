@@ -10,6 +10,9 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
+# numpy >= 2.1: versioned DLPack capsules (read-only flag, writable imports) and from_dlpack keywords
+NUMPY_DLPACK_1 = tuple(int(p) for p in np.__version__.split(".")[:2]) >= (2, 1)
+
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64"]
 
 
@@ -270,9 +273,9 @@ def test_a_callbacks_views_export_as_dlpack_and_into_containers(t):
     kept = {}
 
     def cb(v):
-        a = np.from_dlpack(v)  # versioned capsule
+        a = np.from_dlpack(v)  # versioned capsule (numpy >= 2.1)
         kept["np_same"] = a.ctypes.data == x.ctypes.data and a.strides == x.strides
-        a[0, 0] = 100.0
+        (a if NUMPY_DLPACK_1 else v.numpy())[0, 0] = 100.0
         legacy = v.__dlpack__()
         kept["legacy"] = anyffi.from_dlpack(legacy)
         kept["owned"] = anyffi.from_dlpack(v)
@@ -310,7 +313,12 @@ def test_a_read_only_view_exports_read_only(t):
 
     def cb(v):
         v._ro = True  # as a view of read-only memory would be
-        got["w"] = np.from_dlpack(v).flags.writeable
+        if NUMPY_DLPACK_1:
+            got["w"] = np.from_dlpack(v).flags.writeable
+        else:  # older numpy asks for a legacy capsule, which cannot say read-only
+            with pytest.raises(BufferError, match="read-only"):
+                np.from_dlpack(v)
+            got["w"] = v.numpy().flags.writeable
         with pytest.raises(BufferError):
             v.__dlpack__()
 
@@ -336,7 +344,8 @@ def test_read_only_memory_stays_read_only():
     b = b"\x01\x02\x03\x04"
     ro = anyffi.from_dlpack(np.frombuffer(b, np.uint8))
     assert ro.read_only and not ro.numpy().flags.writeable
-    with pytest.raises(ValueError):
+    # numpy >= 2.1 imports it read-only; older numpy asks for a legacy capsule, refused
+    with pytest.raises(ValueError if NUMPY_DLPACK_1 else BufferError):
         np.from_dlpack(ro)[0] = 99
     with pytest.raises(BufferError):
         ro.__dlpack__()  # the legacy capsule has no read-only flag
@@ -396,13 +405,15 @@ def test_a_consumer_failing_after_taking_the_capsule_leaks_nothing():
 def test_dlpack_copy_and_stream_keywords_on_cpu():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = anyffi.from_dlpack(a)
-    c = np.from_dlpack(t, copy=True)  # the array API: copy=True always copies
-    np.testing.assert_array_equal(c, a)
-    c[0, 0] = 99
-    assert a[0, 0] == 0
-    v = np.from_dlpack(t)  # the default shares
-    v[0, 1] = 7
-    assert a[0, 1] == 7
+    v = None
+    if NUMPY_DLPACK_1:  # numpy < 2.1's from_dlpack takes no keywords and gives read-only arrays
+        c = np.from_dlpack(t, copy=True)  # the array API: copy=True always copies
+        np.testing.assert_array_equal(c, a)
+        c[0, 0] = 99
+        assert a[0, 0] == 0
+        v = np.from_dlpack(t)  # the default shares
+        v[0, 1] = 7
+        assert a[0, 1] == 7
     with pytest.raises(BufferError, match="stream must be None"):
         t.__dlpack__(stream=1)
     cap = t.__dlpack__(max_version=(1, 0), copy=True)
@@ -410,3 +421,45 @@ def test_dlpack_copy_and_stream_keywords_on_cpu():
     del cap, v
     gc.collect()
     assert t.use_count == 1
+
+
+class _OldNumpyArray:
+    """A producer as numpy < 2.1 is: no versioned capsules, read-only arrays refused by
+    ``__dlpack__`` (BufferError), ``__array_interface__`` present."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+    def __dlpack__(self, stream=None):
+        if not self.a.flags.writeable:
+            raise BufferError("Cannot export readonly array since signalling readonly is unsupported by DLPack.")
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_read_only_arrays_of_an_old_numpy_are_shared_read_only(t):
+    b = b"\x01\x02\x03\x04\x05\x06"
+    base = np.frombuffer(b, np.uint8).reshape(2, 3)
+    for src in (base, base.T, base[:, ::2]):
+        x = _OldNumpyArray(src)
+        r = anyffi.from_dlpack(x)
+        assert r.read_only and r.shape == src.shape and r.data_ptr == src.ctypes.data
+        assert r.strides == tuple(s // src.itemsize for s in src.strides)
+        np.testing.assert_array_equal(r.numpy(), src)
+        assert not r.numpy().flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            anyffi.runtime.copy_(r, src)
+        del x, src, r
+    assert anyffi.runtime.view(_OldNumpyArray(base), (6,)).read_only
+    gc.collect()
+    assert b == b"\x01\x02\x03\x04\x05\x06"
+    # byte strides that are not whole elements cannot be described
+    odd = _OldNumpyArray(np.lib.stride_tricks.as_strided(np.frombuffer(b, np.uint16)[:2], shape=(2,), strides=(3,)))
+    with pytest.raises(BufferError, match="multiples of its item size"):
+        anyffi.from_dlpack(odd)
+    # a writable one is still an ordinary shared tensor
+    w = np.arange(3.0)
+    assert not anyffi.from_dlpack(_OldNumpyArray(w)).read_only
