@@ -11,6 +11,7 @@ call and released after it).
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, MutableSequence, Sequence, ValuesView
 from typing import Any, Iterable, Iterator
@@ -87,6 +88,14 @@ class _Container(Object):
     def __reduce_ex__(self, protocol):
         # a new container of the same contents (copy.copy: shallow; deepcopy/pickle: recursive)
         return (type(self), (self._plain(),))
+
+    def __deepcopy__(self, memo=None):
+        # as the official package: one native pass that copies each shared sub-object once
+        # (the generic __reduce_ex__ path rebuilds a DAG as a tree: exponential, sharing lost)
+        f = ffi_api.get("DeepCopy")
+        if f is None:
+            return type(self)(copy.deepcopy(self._plain(), memo))
+        return f(self)
 
 
 class _SeqBase(_Container):
@@ -166,6 +175,32 @@ class List(_SeqBase, MutableSequence):
     def _api(self, name: str):
         return ffi_api.require(name, "mutating a List")
 
+    # Another thread may resize or clear a List at any time: raw reads of its cell (the Array
+    # path) can see a freed buffer or an element whose last reference is being dropped. Reads
+    # go through ffi.ListGetItem, which copies the element under the container lock.
+    def __getitem__(self, i):
+        get = ffi_api.require("ListGetItem", "reading a List")
+        if isinstance(i, slice):
+            out = []
+            for j in range(*i.indices(len(self))):
+                try:
+                    out.append(get(self, j))
+                except IndexError:  # shrunk meanwhile
+                    break
+            return out
+        return get(self, _norm_index(i, len(self), "List"))
+
+    def __iter__(self) -> Iterator:
+        # like list: stops when the List has shrunk below the next index
+        get = ffi_api.require("ListGetItem", "reading a List")
+        j = 0
+        while j < len(self):
+            try:
+                yield get(self, j)
+            except IndexError:
+                return
+            j += 1
+
     def __setitem__(self, i: Any, v: Any) -> None:
         if isinstance(i, slice):
             items = list(self)
@@ -215,6 +250,7 @@ class Shape(Object, Sequence):
     __slots__ = ()
 
     def __new__(cls, dims: Iterable[int] = ()):
+        dims = iter(dims)  # TypeError for a non-iterable, as tuple() and the official Shape
         try:
             ds = [operator.index(d) for d in dims]
         except TypeError as e:
@@ -315,7 +351,10 @@ class _MapBase(_Container):
         return self._api("Size")(self)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._api("GetItem")(self, key)
+        try:
+            return self._api("GetItem")(self, key)
+        except KeyError:
+            raise KeyError(key) from None
 
     def __contains__(self, key: Any) -> bool:
         return self._api("Count")(self, key) != 0
@@ -327,10 +366,27 @@ class _MapBase(_Container):
         if len(self) == 0:
             return
         it = self._api("ForwardIterFunctor")(self)
-        while True:
-            yield it(0), it(1)
-            if not it(2):
-                return
+        if not isinstance(self, MutableMapping):  # a Map never changes
+            while True:
+                yield it(0), it(1)
+                if not it(2):
+                    return
+        # A Dict is walked from a copy of its items: the library's iterator ends early when the
+        # loop sets a key's value (a set moves the key to the end, as in the official library),
+        # and a loop that adds or removes keys raises as for a dict.
+        n = len(self)
+        items = []
+        try:
+            while True:
+                items.append((it(0), it(1)))
+                if not it(2):
+                    break
+        except IndexError:  # another thread changed it meanwhile
+            raise RuntimeError(f"{type(self).__name__} changed size during iteration") from None
+        for kv in items:
+            yield kv
+            if len(self) != n:
+                raise RuntimeError(f"{type(self).__name__} changed size during iteration")
 
     def __iter__(self) -> Iterator:
         return (k for k, _ in self._walk())

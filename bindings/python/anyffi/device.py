@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Union
 
 # DLDeviceType (dlpack.h)
@@ -36,7 +37,10 @@ class Device:
         if isinstance(device_type, str):  # Device("cuda", 1), Device("cuda:1"), as device()
             d = device(device_type, device_id)
             device_type, device_id = d.device_type, d.device_id
-        device_type, device_id = int(device_type), int(0 if device_id is None else device_id)
+        try:  # ints only: device("cuda", 1.5) is not silently cuda:1
+            device_type, device_id = operator.index(device_type), operator.index(0 if device_id is None else device_id)
+        except TypeError:
+            raise TypeError(f"anyffi.Device: device type and index must be ints, got ({device_type!r}, {device_id!r})") from None
         if not (0 <= device_type < 2**31) or not (0 <= device_id < 2**31):
             raise ValueError(f"anyffi.Device: bad device ({device_type}, {device_id})")
         object.__setattr__(self, "device_type", device_type)

@@ -198,6 +198,8 @@ class Function(Object):
                     else:
                         Q[k] = 7
                         Q[k + 1] = _MQ[(id(capsule) >> 3) + 1]  # PyCapsule.pointer at +16
+                        # (`cap` and `keep` are also where a callback's view of this argument
+                        # finds what keeps its memory alive: tensor._arg_owner)
                         if cap is None:
                             cap = capsule
                         else:
@@ -502,7 +504,23 @@ def get_global_func(name: str, allow_missing: bool = False) -> Optional[Function
         if allow_missing:
             return None
         raise ValueError(f"Cannot find global function `{name}`")
-    return Function._from_owned(out.value)
+    return (_StoringFunction if name in _STORES_ARGS else Function)._from_owned(out.value)
+
+
+# Globals that keep their arguments in a container: a DLPack producer (numpy array, ...) passed
+# to them as a borrowed DLTensor* view would dangle in the container once the call returns, so
+# such arguments become owned ffi.Tensor objects first (as anyffi.Array([...]) does).
+_STORES_ARGS = frozenset(
+    ("ffi.Array", "ffi.List", "ffi.Map", "ffi.Dict", "ffi.ListAppend", "ffi.ListInsert",
+     "ffi.ListSetItem", "ffi.ListReplaceSlice", "ffi.DictSetItem")
+)
+
+
+class _StoringFunction(Function):
+    __slots__ = ()
+
+    def __call__(self, *args: Any) -> Any:
+        return Function.__call__(self, *_marshal.owned_elements(args))
 
 
 def register_global_func(name: str, f: Optional[Callable] = None, override: bool = False):

@@ -20,6 +20,7 @@ valid only as long as that someone keeps it.
 from __future__ import annotations
 
 import ctypes
+import sys
 from _thread import get_ident as _get_ident
 from typing import Any, Optional
 
@@ -158,6 +159,35 @@ class _ReadOnlyMark:
             marks.pop(self.p, None)
 
 
+def _arg_owner(p: int) -> Any:
+    """The Python object that keeps alive the memory of ``p``, the DLTensor* of an argument that
+    Python code of this thread is passing right now (None for a foreign caller's memory).
+
+    Looked up only when a callback derives something from its argument view, in the frames of
+    the running calls: a call's numpy capsules are in its ``cap`` local and its frame's ``keep``
+    list (``Function.__call__``, ``conv_dlpack``), an ``__array_interface__`` exporter just before
+    its DLTensor in ``keep``. The hot path pays nothing for it."""
+    f = sys._getframe(1)
+    while f is not None:
+        if "fr" in f.f_code.co_varnames:
+            loc = f.f_locals
+            fr = loc.get("fr")
+            if type(fr) is _marshal.Frame:
+                cap = loc.get("cap")
+                items = fr.keep if cap is None else [cap, *fr.keep]
+                for j, c in enumerate(items):
+                    if type(c) is _DLTensor:
+                        if j and ctypes.addressof(c) == p:
+                            return items[j - 1]
+                    elif type(c).__name__ == "PyCapsule" and _capsule_dltensor(c) == p:
+                        return c  # its managed tensor holds the producer
+        f = f.f_back
+    return None
+
+
+_DLTensor = _capi.DLTensor
+
+
 def conv_dlpack(a: Any, k: int, fr) -> None:
     """Passes a DLPack producer as a borrowed ``DLTensor*`` view of its own capsule."""
     read_only = False
@@ -274,6 +304,14 @@ class Tensor(Object):
         o._keep = keep
         o._ro = False
         return o
+
+    def _pin_owner(self) -> Any:
+        """What keeps a view's memory alive, found once (``_arg_owner``) for the DLTensor* of a
+        callback's argument: what is derived from the view (``numpy()``, DLPack exports) keeps it
+        through the view's ``_keep``, so that it may outlive the call."""
+        if self._keep is None and not self._h:
+            self._keep = _arg_owner(self._dl)
+        return self._keep
 
     @property
     def read_only(self) -> bool:
@@ -409,11 +447,13 @@ class Tensor(Object):
     @property
     def __array_interface__(self) -> dict:
         """numpy's array interface over this tensor's memory (CPU tensors of numpy dtypes)."""
+        if not self._h:
+            self._pin_owner()  # the array made from it keeps this object, hence the memory
         if self.device.device_type != 1:
             raise BufferError(f"anyffi.Tensor: the tensor is on {self.device}, not the CPU")
         d = self.dtype
         kind = _NUMPY_KIND.get(d.code)
-        if kind is None or d.lanes != 1 or d.bits % 8 != 0:
+        if kind is None or d.lanes != 1 or d.bits not in _NUMPY_BITS[kind]:
             raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}")
         item = d.bits // 8
         return {
@@ -498,6 +538,8 @@ _function._close_arg_view = _close_arg_view
 
 
 _NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> numpy kind
+# the sizes numpy has for each kind (no complex32 '<c4', no int128 '<i16': numpy rejects those)
+_NUMPY_BITS = {"i": (8, 16, 32, 64), "u": (8, 16, 32, 64), "f": (16, 32, 64), "b": (8,), "c": (64, 128)}
 
 
 # -- capsule destructor: frees a managed tensor nobody consumed ---------------------------------
@@ -595,7 +637,7 @@ def _export_view(t: Tensor, versioned: bool) -> object:
     if t._ro and not versioned:
         raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
     src = _capi.DLTensor.from_address(t._dlt())
-    addr = _managed_tensor(src, t.shape, t.strides, versioned, t._ro)
+    addr = _managed_tensor(src, t.shape, t.strides, versioned, t._ro, t._pin_owner())
     return _PyCapsule_New(addr, _VERSIONED if versioned else _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
 
 
@@ -625,6 +667,21 @@ def _owned_copy_of_view(t: Tensor) -> Tensor:
         "version": 3, "shape": shape + (item,), "typestr": "|u1", "data": (t.data_ptr, True),
         "strides": tuple(s * item for s in strides) + (1,),
     }))
+    from .container import Shape
+    from .runtime import api as _runtime_api
+
+    empty = _runtime_api.get("empty")
+    if empty is not None:
+        # a tensor the library allocates (and frees: no Python deleter, which could not run
+        # while a failing consumer's exception is pending, as np.from_dlpack(t, copy=True) of a
+        # dtype numpy lacks)
+        out_t = empty(Shape(shape), d, Device(1, 0))
+        dst = np.asarray(_RawArray({
+            "version": 3, "shape": shape + (item,), "typestr": "|u1", "data": (out_t.data_ptr, False),
+            "strides": tuple(s * item for s in _compact_strides(shape)) + (1,),
+        }))
+        dst[...] = src
+        return out_t
     buf = np.array(src, order="C", copy=True)
     copy = _capi.DLTensor()
     copy.data, copy.device, copy.dtype = buf.ctypes.data, _capi.DLDevice(1, 0), _capi.DLDataType(d.code, d.bits, d.lanes)

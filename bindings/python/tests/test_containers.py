@@ -293,3 +293,81 @@ def test_find_first_non_cpu_device_of_cyclic_and_deep_containers(t):
         assert find(v) == anyffi.device("cpu", 0)
     l.clear()
     d.clear()
+
+
+@array
+@lst
+@mapping
+@dct
+def test_globals_that_store_a_numpy_argument_keep_an_owned_tensor():
+    # a numpy argument travels as a borrowed DLTensor* view: the container globals would keep the
+    # view's pointer, dangling once the call returns (as anyffi.Array([...]) does, they get an
+    # owned ffi.Tensor sharing the array's memory)
+    np = pytest.importorskip("numpy")
+    g = anyffi.get_global_func
+    a = np.arange(3.0)
+    arr = g("ffi.Array")(a, np.ones((2, 2)))
+    m = g("ffi.Map")("k", np.ones((2, 5)))
+    d = g("ffi.Dict")("k", np.ones(7))
+    li = anyffi.List([])
+    g("ffi.ListAppend")(li, np.ones(4))
+    g("ffi.ListInsert")(li, 0, np.ones(6))
+    g("ffi.ListSetItem")(li, 1, np.ones(8))
+    g("ffi.DictSetItem")(d, "j", np.ones(9))
+    _ = [np.arange(100) + i for i in range(200)]  # reuse whatever a freed view held
+    gc.collect()
+    assert [x.shape for x in arr] == [(3,), (2, 2)]
+    assert m["k"].shape == (2, 5) and d["k"].shape == (7,) and d["j"].shape == (9,)
+    assert [x.shape for x in li] == [(6,), (8,)]
+    assert np.shares_memory(arr[0].numpy(), a)
+
+
+@dct
+def test_changing_a_dict_while_iterating_it_raises():
+    d = anyffi.Dict({f"k{i}": i for i in range(4)})
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        for k in d:
+            d[k + "_new"] = 0
+    d = anyffi.Dict({i: i for i in range(100)})
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        for k in d:
+            d.pop(k)
+    assert len(d) == 99
+    # changing a value only is fine, as for dict
+    d = anyffi.Dict({i: i for i in range(10)})
+    for k in d:
+        d[k] = -k
+    assert dict(d.items()) == {i: -i for i in range(10)}
+
+
+@mapping
+@dct
+def test_a_missing_key_error_names_the_key():
+    for m in (anyffi.Map({"a": 1}), anyffi.Dict({"a": 1})):
+        with pytest.raises(KeyError) as e:
+            m["zz"]
+        assert e.value.args == ("zz",)
+
+
+@shape
+def test_shape_of_a_non_iterable_is_a_type_error():
+    for bad in (None, 5, 2.5):
+        with pytest.raises(TypeError, match="not iterable"):
+            anyffi.Shape(bad)
+    with pytest.raises((TypeError, ValueError), match="integer"):
+        anyffi.Shape(["a"])
+
+
+@array
+def test_deepcopy_keeps_shared_parts_shared_in_linear_time():
+    import copy
+    import time
+
+    x = anyffi.Array([1])
+    for _ in range(40):  # a tree walk would visit 2^40 leaves
+        x = anyffi.Array([x, x])
+    t0 = time.perf_counter()
+    c = copy.deepcopy(x)
+    assert time.perf_counter() - t0 < 5
+    assert not c.same_as(x) and c[0].same_as(c[1])
+    assert c[0][0].same_as(c[1][1])

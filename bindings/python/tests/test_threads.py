@@ -162,3 +162,32 @@ def test_one_dltensor_in_callbacks_on_several_threads_at_once(t):
 
     assert run_threads(work) == []
     assert not tensor_mod._CALLBACK_VIEWS
+
+
+def test_reading_a_list_while_another_thread_changes_it():
+    # a List's reads go through the library's container lock: raw reads of its cells raced with
+    # clear/extend in another thread (freed buffer, released elements: heap corruption)
+    li = anyffi.List([anyffi.Array([i]) for i in range(300)])
+    stop = threading.Event()
+
+    def mutator():
+        while not stop.is_set():
+            li.clear()
+            li.extend([anyffi.Array([i]) for i in range(300)])
+
+    th = threading.Thread(target=mutator)
+    th.start()
+    try:
+        for _ in range(60):
+            for j in range(300):
+                try:
+                    li[j][0]
+                except IndexError:
+                    pass
+            for x in li[:]:
+                x[0]
+            for x in li:
+                x[0]
+    finally:
+        stop.set()
+        th.join()

@@ -259,6 +259,9 @@ fn register_seq_get_item(r: &mut Registrar<'_>, name: &'static str, ti: i32) {
         sig.count(args)?;
         let obj = sig.object(args, 0, ti)?;
         let i = sig.int(args, 1)?;
+        // A List may be changed in place by another holder (another thread): read it under
+        // the container lock, as `ListObj::at` does; an Array is never mutated while shared.
+        let _g = (ti == kTVMFFIList).then(|| anyffi::seq::container_lock(obj as *const _));
         // SAFETY: a borrowed Array/List argument is alive for the call; both start with the
         // sequence base, whose `at` copies the element out.
         unsafe { (*(obj as *const SeqObj)).at(i) }
