@@ -294,7 +294,8 @@ def _host_error(e: BaseException) -> BaseException:
     ``TVMFFIEnvCheckSignals`` ran the Python signal handler (Ctrl-C during a long C++ loop) and
     returned -1 with ``EnvErrorAlreadySet`` in the slot; the handler's exception was pending when
     ctypes returned, which CPython reports as ``SystemError`` caused by it (a call keeping the GIL
-    raises it directly; "an error set" before Python 3.10). Raises the handler's exception and drops the placeholder FFI error."""
+    raises it directly; "with an error set" before Python 3.10). Raises the handler's exception
+    and drops the placeholder FFI error."""
     cause = e.__cause__ if type(e) is SystemError else e
     if cause is None or "returned a result with an" not in str(e) and cause is not e:
         return e
