@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import threading
 from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, MutableSequence, Sequence, ValuesView
 from typing import Any, Iterable, Iterator
 
@@ -43,6 +44,22 @@ def _norm_index(i: Any, n: int, what: str) -> int:
     return k
 
 
+# Per thread, during one top-level == or hash of containers: the pairs of handles found equal
+# and the hashes computed so far. Containers that share parts (a DAG: x = Array([x, x]) n deep)
+# then compare and hash in time linear in their distinct parts, not in 2^n.
+_WALK = threading.local()
+
+
+def _memo(name: str):
+    """(this thread's memo for the ``name`` walk, whether this call made it: the outermost)."""
+    m = getattr(_WALK, name, None)
+    if m is None:
+        m = {}
+        setattr(_WALK, name, m)
+        return m, True
+    return m, False
+
+
 class _Container(Object):
     """Equality by content (with containers of the same family, Array/List or Map/Dict, and
     with plain Python values), a hash that agrees with it, and repr, through ``_plain()``
@@ -63,7 +80,18 @@ class _Container(Object):
             if self.same_as(other):
                 return True
             if isinstance(self, other._family) and isinstance(other, self._family):
-                return self._plain() == other._plain()
+                memo, outer = _memo("eq")
+                key = (self._h, other._h)  # both alive until the outermost call returns
+                try:
+                    if key in memo:
+                        return True
+                    eq = self._plain() == other._plain()
+                    if eq:
+                        memo[key] = True
+                    return eq
+                finally:
+                    if outer:
+                        _WALK.eq = None
             return False
         if isinstance(other, Object):
             return False
@@ -78,7 +106,15 @@ class _Container(Object):
 
     def __hash__(self) -> int:
         # equal contents, equal hashes (an Array hashes as the tuple it equals)
-        return hash(self._frozen())
+        memo, outer = _memo("hash")
+        try:
+            h = memo.get(self._h)
+            if h is None:
+                h = memo[self._h] = hash(self._frozen())
+            return h
+        finally:
+            if outer:
+                _WALK.hash = None
 
     def __repr__(self) -> str:
         if not self._h:

@@ -371,3 +371,27 @@ def test_deepcopy_keeps_shared_parts_shared_in_linear_time():
     assert time.perf_counter() - t0 < 5
     assert not c.same_as(x) and c[0].same_as(c[1])
     assert c[0][0].same_as(c[1][1])
+
+
+@array
+def test_equality_and_hash_of_shared_parts_take_linear_time():
+    import time
+
+    def dag(n, leaf):
+        x = anyffi.Array([leaf])
+        for _ in range(n):  # as a tree: 2^n leaves
+            x = anyffi.Array([x, x])
+        return x
+
+    t0 = time.perf_counter()
+    x, y, z = dag(40, 1), dag(40, 1), dag(40, 2)
+    assert x == y and hash(x) == hash(y)
+    assert x != z and not (x == z)
+    assert time.perf_counter() - t0 < 5
+    # the memo is per outermost call: nothing carries over
+    a = anyffi.List([1])
+    b = anyffi.List([1])
+    assert a == b
+    b.append(2)
+    assert a != b
+    assert hash(anyffi.Array([1, anyffi.Array([2, 3])])) == hash((1, (2, 3)))
