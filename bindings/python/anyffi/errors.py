@@ -257,7 +257,10 @@ def make_error(kind: str, message: str, backtrace: str) -> int:
 def set_raised_from_python(exc: BaseException) -> None:
     """Stores ``exc`` as this thread's raised FFI error (for a callback about to return -1)."""
     kind = kind_of(exc)
-    message = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
+    try:
+        message = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
+    except Exception:  # noqa: BLE001 - a __str__ that raises: the exception object still crosses
+        message = f"<{type(exc).__name__} whose message could not be formed>"
     prior = getattr(exc, "__anyffi_backtrace__", "")
     if prior:
         # the same exception coming back out through another callback: its traceback still holds

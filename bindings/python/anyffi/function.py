@@ -151,8 +151,8 @@ class Function(Object):
                 # a signal handled right after the call (Ctrl-C during it): the owned result
                 # the callee wrote is nobody's yet
                 instead = _call_interrupted(e, fr)
-                if instead is None:
-                    raise
+                if instead is None or instead is e:
+                    raise  # keeps the exception's own __cause__ (a callback's `raise X from Y`)
                 raise instead from None
             if rc:
                 _push(fr)
@@ -234,7 +234,7 @@ class Function(Object):
             # zero-cost when nothing is raised; a KeyboardInterrupt handled right after the call
             # returned (Ctrl-C during it) leaves the callee's owned result in the frame
             instead = _call_interrupted(e, fr)
-            if instead is None:
+            if instead is None or instead is e:
                 raise
             raise instead from None
         finally:
@@ -268,7 +268,7 @@ def _call_many(f: Function, args: tuple) -> Any:
         return _from_result(fr)
     except BaseException as e:
         instead = _call_interrupted(e, fr)
-        if instead is None:
+        if instead is None or instead is e:
             raise
         raise instead from None
     finally:

@@ -401,3 +401,41 @@ def test_python_frames_are_not_shown_twice(t):
     text = "".join(traceback.format_exception(type(info.value), info.value, info.value.__traceback__))
     assert text.count("in cb\n") == 1, text
     assert text.count("in outer\n") == 1, text
+
+
+def test_a_callbacks_chained_exception_keeps_its_cause():
+    import ctypes
+
+    for cls in (RuntimeError, SystemError, KeyboardInterrupt, ctypes.ArgumentError):
+
+        def f(x=None, cls=cls):
+            try:
+                raise ValueError("root")
+            except ValueError as v:
+                raise cls("outer") from v
+
+        for args in ((), (1,)):
+            with pytest.raises(cls) as info:
+                anyffi.Function(f)(*args)
+            assert isinstance(info.value.__cause__, ValueError), (cls, args)
+            assert str(info.value.__cause__) == "root"
+
+
+def test_an_exception_whose_str_fails_comes_back_as_itself():
+    class BadStr(Exception):
+        def __str__(self):
+            raise RuntimeError("no str")
+
+    class BadStrValue(ValueError):
+        def __str__(self):
+            return 42
+
+    for cls in (BadStr, BadStrValue):
+        e = cls("m")
+
+        def cb(e=e):
+            raise e
+
+        with pytest.raises(cls) as info:
+            anyffi.Function(cb)()
+        assert info.value is e
