@@ -30,6 +30,9 @@ enum Imp {
         self_: *mut c_void,
         safe_call: TVMFFISafeCallType,
         deleter: SelfDeleter,
+        /// `safe_call` may return without running (a ctypes thunk whose Python callable could not
+        /// be entered leaves its int result unwritten): see `checked_foreign_call`.
+        checked: bool,
     },
     /// `cell.safe_call` is the caller's own function, called with the function handle.
     Direct,
@@ -135,6 +138,7 @@ unsafe extern "C" fn foreign_trampoline(
     let Imp::Foreign {
         self_,
         safe_call: Some(call),
+        checked,
         ..
     } = obj.imp
     else {
@@ -143,8 +147,66 @@ unsafe extern "C" fn foreign_trampoline(
         ));
         return -1;
     };
+    if checked {
+        // SAFETY: as below; the result slot is the caller's.
+        return unsafe { checked_foreign_call(call, self_, args, num_args, result) };
+    }
     // SAFETY: forwarding the caller's arguments to the creator's function.
     unsafe { call(self_, args, num_args, result) }
+}
+
+/// A type index no value has: still in the result slot after the call, the callee never wrote
+/// a result.
+const NOT_WRITTEN: i32 = i32::MIN;
+
+/// Calls a `checked` foreign function without trusting its return code, which is garbage when a
+/// ctypes thunk could not enter its Python callable (the recursion limit, a pending signal):
+/// CPython's `_CallPythonObject` then returns without writing the result register's slot. The
+/// callee's protocol instead: on success it always writes the result; on failure it raises.
+///
+/// # Safety
+/// As `foreign_trampoline`; `result` is a writable result slot.
+unsafe fn checked_foreign_call(
+    call: unsafe extern "C" fn(*mut c_void, *const TVMFFIAny, i32, *mut TVMFFIAny) -> c_int,
+    self_: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> c_int {
+    let stale = crate::error::take_raised(); // so that an error raised by the callee is seen
+    let mut out = TVMFFIAny {
+        type_index: NOT_WRITTEN,
+        ..TVMFFIAny::NONE
+    };
+    // SAFETY: forwarding the caller's arguments; the return code is deliberately not read.
+    let _ = unsafe { call(self_, args, num_args, &mut out) };
+    if let Some(err) = crate::error::take_raised() {
+        // A result the callee wrote before failing is owned and nobody's. A Python callee may
+        // be interrupted between writing the type index and the object pointer (which is then
+        // still null): only a complete object result is released.
+        let object = out.type_index >= crate::abi::kTVMFFIStaticObjectBegin;
+        // SAFETY: reading the union member the type index names.
+        if out.type_index != NOT_WRITTEN && (!object || !unsafe { out.value.v_obj }.is_null()) {
+            // SAFETY: a complete owned value (checked above).
+            drop(unsafe { Any::from_raw(out) });
+        }
+        set_raised(err);
+        return -1;
+    }
+    if out.type_index == NOT_WRITTEN {
+        set_raised(Error::new(
+            "RecursionError",
+            "a foreign (Python) callback could not be entered and returned no result \
+             (recursion limit or a pending signal)",
+        ));
+        return -1;
+    }
+    if let Some(e) = stale {
+        set_raised(e);
+    }
+    // SAFETY: the caller's writable result slot; the value is owned and moves there.
+    unsafe { *result = out };
+    0
 }
 
 unsafe extern "C" fn symbol_trampoline(
@@ -207,12 +269,36 @@ impl ObjectRef<FunctionObj> {
         safe_call: TVMFFISafeCallType,
         deleter: SelfDeleter,
     ) -> Result<Function> {
+        // SAFETY: forwarded.
+        unsafe { Function::from_c_with(self_, safe_call, deleter, false) }
+    }
+
+    /// As `from_c`, for a `safe_call` that always writes the result on success and raises on
+    /// failure, but whose return code may be garbage (a ctypes thunk): calls never read it.
+    ///
+    /// # Safety
+    /// As `from_c`.
+    pub unsafe fn from_c_checked(
+        self_: *mut c_void,
+        safe_call: TVMFFISafeCallType,
+        deleter: SelfDeleter,
+    ) -> Result<Function> {
+        // SAFETY: forwarded.
+        unsafe { Function::from_c_with(self_, safe_call, deleter, true) }
+    }
+
+    unsafe fn from_c_with(
+        self_: *mut c_void,
+        safe_call: TVMFFISafeCallType,
+        deleter: SelfDeleter,
+        checked: bool,
+    ) -> Result<Function> {
         if safe_call.is_none() {
             return Err(Error::value_error(
                 "TVMFFIFunctionCreate: `safe_call` must not be NULL",
             ));
         }
-        let (cell_call, imp) = if self_.is_null() && deleter.is_none() {
+        let (cell_call, imp) = if self_.is_null() && deleter.is_none() && !checked {
             (safe_call, Imp::Direct)
         } else {
             (
@@ -221,6 +307,7 @@ impl ObjectRef<FunctionObj> {
                     self_,
                     safe_call,
                     deleter,
+                    checked,
                 },
             )
         };
@@ -541,6 +628,70 @@ typed_fn!(A0: 0, A1: 1, A2: 2, A3: 3, A4: 4, A5: 5, A6: 6, A7: 7);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a ctypes thunk does when CPython cannot enter its callable: returns whatever its
+    /// return slot held (here 0: "success") and writes nothing.
+    unsafe extern "C" fn not_entered(
+        _: *mut c_void,
+        _: *const TVMFFIAny,
+        _: i32,
+        _: *mut TVMFFIAny,
+    ) -> c_int {
+        0
+    }
+
+    /// Writes 7 and returns garbage (a nonzero rc the checked call must not read).
+    unsafe extern "C" fn writes_with_garbage_rc(
+        _: *mut c_void,
+        _: *const TVMFFIAny,
+        _: i32,
+        out: *mut TVMFFIAny,
+    ) -> c_int {
+        // SAFETY: the caller's result slot.
+        unsafe { *out = Any::from(7i64).into_raw() };
+        0x5a5a
+    }
+
+    /// Raises, after writing the type index of an object but not its pointer (a Python callee
+    /// interrupted between the two writes), and returns 0.
+    unsafe extern "C" fn raises_half_written(
+        _: *mut c_void,
+        _: *const TVMFFIAny,
+        _: i32,
+        out: *mut TVMFFIAny,
+    ) -> c_int {
+        // SAFETY: the caller's result slot.
+        unsafe { (*out).type_index = crate::abi::kTVMFFIStr };
+        set_raised(Error::value_error("raised by the callee"));
+        0
+    }
+
+    #[test]
+    fn checked_foreign_functions_do_not_trust_the_return_code() {
+        let mk = |call| {
+            // SAFETY: the callees above ignore `self`, and there is no deleter.
+            unsafe { Function::from_c_checked(1 as *mut c_void, Some(call), None) }.unwrap()
+        };
+        let e = mk(not_entered).call(&[]).unwrap_err();
+        assert_eq!(e.kind(), "RecursionError");
+        assert!(
+            e.message().contains("could not be entered"),
+            "{}",
+            e.message()
+        );
+        let r = mk(writes_with_garbage_rc).call(&[]).unwrap();
+        assert_eq!(r.get::<i64>().unwrap(), 7);
+        let e = mk(raises_half_written).call(&[]).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        assert_eq!(e.message(), "raised by the callee");
+        // the unchecked kind trusts it, as the ABI says
+        // SAFETY: as above.
+        let plain = unsafe { Function::from_c(1 as *mut c_void, Some(not_entered), None) }.unwrap();
+        assert_eq!(
+            plain.call(&[]).unwrap().type_index(),
+            crate::abi::kTVMFFINone
+        );
+    }
 
     #[test]
     fn packed_and_typed_calls() {

@@ -611,6 +611,17 @@ int TVMFFIFunctionCreate(void *self_,
                          void **out);
 
 /**
+ * As `TVMFFIFunctionCreate`, for a `safe_call` whose return code may be garbage (a ctypes thunk
+ * whose Python callable could not be entered): calls never read it, and take "no result written
+ * and no error raised" as a failure. `safe_call` must write the result on success. Not part of
+ * the TVM FFI ABI.
+ */
+int AnyFFIFunctionCreateChecked(void *self_,
+                                TVMFFISafeCallType safe_call,
+                                void (*deleter)(void*),
+                                void **out);
+
+/**
  * Calls `func` (borrowed) with `num_args` borrowed arguments; on success `*result` holds an
  * owned value. A plain tail call into the function's `safe_call`.
  */

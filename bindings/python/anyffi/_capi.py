@@ -190,6 +190,16 @@ def TVMFFIGetTypeInfo(type_index: int, /) -> int | None: ...
 def TVMFFIFunctionCreate(self_: int, safe_call: Any, deleter: Any, out: Any, /) -> int: ...
 
 
+# int AnyFFIFunctionCreateChecked(...) (same prototype; not part of the TVM FFI ABI): the library
+# never reads the rc of a ctypes thunk, which is garbage when ctypes cannot enter the callable.
+try:
+    AnyFFIFunctionCreateChecked = PYLIB.AnyFFIFunctionCreateChecked
+    AnyFFIFunctionCreateChecked.argtypes = [c_void_p, SafeCall, SelfDeleter, POINTER(c_void_p)]
+    AnyFFIFunctionCreateChecked.restype = c_int
+except AttributeError:  # another library (the official one): the unchecked ABI function
+    AnyFFIFunctionCreateChecked = TVMFFIFunctionCreate
+
+
 # int TVMFFIFunctionGetGlobal(const TVMFFIByteArray* name, TVMFFIObjectHandle* out);
 @_cfunc("TVMFFIFunctionGetGlobal", [POINTER(TVMFFIByteArray), POINTER(c_void_p)], c_int, keep_gil=True)
 def TVMFFIFunctionGetGlobal(name: Any, out: Any, /) -> int: ...

@@ -466,7 +466,7 @@ ctypes.pythonapi.Py_IncRef(ctypes.py_object((_SAFE_CALL, _CALLBACKS.deleter, _ma
 
 def make_function_handle(f: Callable) -> int:
     """A new ``ffi.Function`` (new reference) that calls the Python callable ``f``."""
-    return _CALLBACKS.create(f, lambda key, deleter, out: _capi.TVMFFIFunctionCreate(key, _SAFE_CALL, deleter, out))
+    return _CALLBACKS.create(f, lambda key, deleter, out: _capi.AnyFFIFunctionCreateChecked(key, _SAFE_CALL, deleter, out))
 
 
 def _conv_callable(a, k, fr):

@@ -27,6 +27,27 @@ pub unsafe extern "C" fn TVMFFIFunctionCreate(
     })
 }
 
+/// As `TVMFFIFunctionCreate`, for a `safe_call` whose return code may be garbage (a ctypes thunk
+/// whose Python callable could not be entered): calls never read it, and take "no result written
+/// and no error raised" as a failure. `safe_call` must write the result on success. Not part of
+/// the TVM FFI ABI.
+#[no_mangle]
+pub unsafe extern "C" fn AnyFFIFunctionCreateChecked(
+    self_: *mut c_void,
+    safe_call: TVMFFISafeCallType,
+    deleter: Option<unsafe extern "C" fn(*mut c_void)>,
+    out: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        let out = non_null(out, "AnyFFIFunctionCreateChecked", "out")? as *mut *mut c_void;
+        // SAFETY: the C caller vouches for `safe_call`, `self_` and `deleter`.
+        let f = unsafe { Function::from_c_checked(self_, safe_call, deleter) }?;
+        // SAFETY: checked non-null out-parameter.
+        unsafe { *out = f.into_raw() as *mut c_void };
+        Ok(())
+    })
+}
+
 /// Calls `func` (borrowed) with `num_args` borrowed arguments; on success `*result` holds an
 /// owned value. A plain tail call into the function's `safe_call`.
 #[no_mangle]
