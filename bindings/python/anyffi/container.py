@@ -23,7 +23,8 @@ from .object import Object, register_object
 
 Q, q = _mem.Q, _mem.q
 _from_view = _marshal.from_view
-_owned = _marshal.owned_elements
+# (the constructors and mutators below are `function._StoringFunction`s: they pass DLPack
+# producers as owned tensors themselves)
 
 # TVMFFISeqCell at header+24: data@0, size@8, capacity@16; TVMFFIShapeCell: data@0, size@8.
 
@@ -144,7 +145,7 @@ class _SeqBase(_Container):
     def __new__(cls, items: Iterable = ()):
         if not isinstance(items, (list, tuple)):
             items = tuple(items)
-        return ffi_api.require(cls._ctor, f"constructing an {cls.__name__}")(*_owned(items))
+        return ffi_api.require(cls._ctor, f"constructing an {cls.__name__}")(*items)
 
     def __init__(self, items: Iterable = ()):
         pass
@@ -244,7 +245,7 @@ class List(_SeqBase, MutableSequence):
             self.clear()
             self.extend(items)
             return
-        self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), *_owned((v,)))
+        self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), v)
 
     def __delitem__(self, i: Any) -> None:
         if isinstance(i, slice):
@@ -258,7 +259,7 @@ class List(_SeqBase, MutableSequence):
         return self
 
     def append(self, v: Any) -> None:
-        self._api("ListAppend")(self, *_owned((v,)))
+        self._api("ListAppend")(self, v)
 
     def extend(self, vs: Iterable) -> None:
         for v in vs:
@@ -267,7 +268,7 @@ class List(_SeqBase, MutableSequence):
     def insert(self, i: int, v: Any) -> None:
         n = len(self)
         i = max(0, min(n, i + n if i < 0 else i))
-        self._api("ListInsert")(self, i, *_owned((v,)))
+        self._api("ListInsert")(self, i, v)
 
     def pop(self, i: int = -1) -> Any:
         return self._api("ListPop")(self, _norm_index(i, len(self), "List"))
@@ -375,7 +376,7 @@ class _MapBase(_Container):
         for k, v in pairs:
             flat.append(k)
             flat.append(v)
-        return ffi_api.require(cls._prefix, f"constructing a {cls.__name__}")(*_owned(flat))
+        return ffi_api.require(cls._prefix, f"constructing a {cls.__name__}")(*flat)
 
     def __init__(self, items: Any = ()):
         pass
@@ -477,7 +478,7 @@ class Dict(_MapBase, MutableMapping):
     _prefix = "Dict"
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._api("SetItem")(self, *_owned((key, value)))
+        self._api("SetItem")(self, key, value)
 
     def __delitem__(self, key: Any) -> None:
         if key not in self:
@@ -508,7 +509,7 @@ class Dict(_MapBase, MutableMapping):
 
 
 def _conv_list(a, k: int, fr) -> None:
-    arr = ffi_api.require("Array", "passing a list or tuple")(*_owned(a))
+    arr = ffi_api.require("Array", "passing a list or tuple")(*a)
     h = arr._h
     arr._h = 0  # the frame releases the reference after the call
     fr.owned.append(h)
@@ -521,7 +522,7 @@ def _conv_dict(a: dict, k: int, fr) -> None:
     for key, v in a.items():
         flat.append(key)
         flat.append(v)
-    m = ffi_api.require("Map", "passing a dict")(*_owned(flat))
+    m = ffi_api.require("Map", "passing a dict")(*flat)
     h = m._h
     m._h = 0
     fr.owned.append(h)
