@@ -76,8 +76,13 @@ function __init__()
     DLPACK_DELETER_VERSIONED[] = @cfunction(_dlpack_deleter_versioned, Cvoid,
                                             (Ptr{DLManagedTensorVersioned},))
     empty!(GLOBAL_CACHE)
+    STORING_READY[] = false
     resize!(CALLBACK_DEPTH, Threads.nthreads())
     fill!(CALLBACK_DEPTH, 0)
+    empty!(ARG_VIEWS)
+    foreach(_ -> push!(ARG_VIEWS, fill!(Vector{Any}(undef, 16), nothing)), 1:Threads.nthreads())
+    resize!(ARG_VIEWS_TOP, Threads.nthreads())
+    fill!(ARG_VIEWS_TOP, 0)
     return nothing
 end
 

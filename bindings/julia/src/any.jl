@@ -78,6 +78,7 @@ struct _Temp{T}
     obj::T
 end
 @inline _release_keep(::Any) = nothing
+@inline _release_keep(tv::TensorView) = _unregister_view(tv)
 @inline _release_keep(t::_Temp) = release!(t.obj)
 
 @inline _pod(ti::Int32, bits::UInt64) = TVMFFIAny(ti, UInt32(0), bits)
@@ -160,7 +161,7 @@ end
     return (_pod(LibAnyFFI.object_type_index(h), UInt64(UInt(h))), x)
 end
 _arg(e::TVMError) = (_pod(kTVMFFIError, UInt64(UInt(_error_handle!(e)))), e)
-@inline _arg(tv::TensorView) = (_pod(kTVMFFIDLTensorPtr, UInt64(UInt(pointer_from_objref(tv)))), tv)
+@inline _arg(tv::TensorView) = (_check_open(tv); (_pod(kTVMFFIDLTensorPtr, UInt64(UInt(pointer_from_objref(tv)))), tv))
 @inline _arg(A::DLStridedArray) = _arg(TensorView(A))
 function _arg(A::AbstractArray)
     _strided_memory(A) && return _arg(_tensorview_of(A))
@@ -233,7 +234,7 @@ function _from_any(a::TVMFFIAny, owned::Bool)
     ti == kTVMFFIOpaquePtr && return any_ptr(a)
     ti == kTVMFFIDataType && return any_dtype(a)
     ti == kTVMFFIDevice && return any_device(a)
-    ti == kTVMFFIDLTensorPtr && return TensorView(Ptr{DLTensor}(any_ptr(a)))
+    ti == kTVMFFIDLTensorPtr && return _dltensor_arg_view(any_ptr(a))
     ti == kTVMFFISmallBytes && return _small_bytes(a)
     ti == kTVMFFIRawStr && return unsafe_string(Ptr{UInt8}(any_ptr(a)))
     if ti == kTVMFFIByteArrayPtr

@@ -96,18 +96,33 @@ const _Seq = Union{TVMArray,TVMList}
 _owned_elem(x) = x
 _owned_elem(A::AbstractArray) = (A isa DLStridedArray || _strided_memory(A)) ? to_dlpack(A) : A
 _owned_elem(b::Base.CodeUnits{UInt8,String}) = b  # bytes, not a tensor
-_owned_elem(tv::TensorView) = to_dlpack(tv)
+# a view of a Julia array exports the array; a borrowed view (a callback's argument) is
+# copied: the caller's memory is only valid until the callback returns
+_owned_elem(tv::TensorView) =
+    tv.parent isa AbstractArray ? to_dlpack(tv.parent) : to_dlpack(copy(unsafe_array(tv)))
 
 TVMArray(xs) = _require_global("ffi.Array")((_owned_elem(x) for x in xs)...)::TVMArray
 TVMArray() = _require_global("ffi.Array")()::TVMArray
 TVMList(xs) = _require_global("ffi.List")((_owned_elem(x) for x in xs)...)::TVMList
 TVMList() = _require_global("ffi.List")()::TVMList
 
-_seq_cell(a::_Seq) =
+_seq_cell(a::TVMArray) =
     unsafe_load(Ptr{LibAnyFFI.TVMFFISeqCell}(_live_handle(a) + LibAnyFFI.OBJECT_HEADER_SIZE))
-Base.length(a::_Seq) = Int(_seq_cell(a).size)
+# An ffi.Array is immutable: its cell is read in place. An ffi.List may be changed by another
+# thread at any time (clear/append free or move its elements): read it only through the
+# library's functions, which take the container's lock and return an owned value.
+Base.length(a::TVMArray) = Int(_seq_cell(a).size)
+Base.length(l::TVMList) = Int(_require_global("ffi.ListSize")(l))
 Base.size(a::_Seq) = (length(a),)
-function Base.getindex(a::_Seq, i::Integer)
+function Base.getindex(l::TVMList, i::Integer)
+    i >= 1 || throw(BoundsError(l, i))
+    try
+        return _require_global("ffi.ListGetItem")(l, i - 1)
+    catch e
+        (e isa TVMError && e.kind == "IndexError") ? throw(BoundsError(l, i)) : rethrow()
+    end
+end
+function Base.getindex(a::TVMArray, i::Integer)
     c = _seq_cell(a)
     1 <= i <= c.size || throw(BoundsError(a, i))
     return GC.@preserve a _from_any_borrowed(unsafe_load(Ptr{TVMFFIAny}(c.data), i))
@@ -197,30 +212,55 @@ Base.get(m::_AnyMap, k, default) = haskey(m, k) ? _mapfn(m, "GetItem")(m, k) : d
 Base.eltype(::Type{<:_AnyMap}) = Pair{Any,Any}
 
 # Iteration through `ffi.MapForwardIterFunctor`: it(0) key, it(1) value, it(2) advance.
-function Base.iterate(m::_AnyMap)
+function Base.iterate(m::TVMMap)
     length(m) == 0 && return nothing
     it = _mapfn(m, "ForwardIterFunctor")(m)
     return (it(0) => it(1)), (it, 1)
 end
-function Base.iterate(m::_AnyMap, st)
+function Base.iterate(m::TVMMap, st)  # a Map never changes
     it, n = st
     (n < length(m) && it(2)) || return nothing
     return (it(0) => it(1)), (it, n + 1)
 end
+# A Dict is walked from a copy of its pairs: the library's iterator ends early when the loop
+# sets a key's value (a set may move the key to the end, as in the official library), which
+# `for (k, v) in d; d[k] = f(v); end` does as for a Julia Dict. Adding or removing keys in the
+# loop is an InvalidStateException.
+function Base.iterate(m::TVMDict)
+    len = length(m)
+    len == 0 && return nothing
+    it = _mapfn(m, "ForwardIterFunctor")(m)
+    pairs = Pair{Any,Any}[]
+    sizehint!(pairs, len)
+    while true
+        push!(pairs, it(0) => it(1))
+        it(2) || break
+    end
+    return iterate(m, (pairs, 0, len))
+end
+function Base.iterate(m::TVMDict, st::Tuple{Vector{Pair{Any,Any}},Int,Int})
+    pairs, n, len = st
+    length(m) == len || throw(InvalidStateException(
+        "TVMDict changed size during iteration ($len -> $(length(m)) entries)", :modified))
+    n < length(pairs) || return nothing
+    return pairs[n + 1], (pairs, n + 1, len)
+end
 # deepcopy of the mutable containers: new containers of deep-copied elements (object.jl)
 function Base.deepcopy_internal(l::TVMList, d::IdDict)
-    haskey(d, l) && return d[l]::TVMList
+    key = _copy_key(l)  # l[i] returns a new wrapper each time: key on the object itself
+    haskey(d, key) && return d[key]::TVMList
     c = TVMList()
-    d[l] = c  # a list that contains itself stays cyclic in the copy
+    d[key] = c  # a list that contains itself stays cyclic in the copy
     for x in l
         push!(c, Base.deepcopy_internal(x, d))
     end
     return c
 end
 function Base.deepcopy_internal(m::TVMDict, d::IdDict)
-    haskey(d, m) && return d[m]::TVMDict
+    key = _copy_key(m)
+    haskey(d, key) && return d[key]::TVMDict
     c = TVMDict()
-    d[m] = c
+    d[key] = c
     for (k, v) in m
         c[Base.deepcopy_internal(k, d)] = Base.deepcopy_internal(v, d)
     end
@@ -255,3 +295,6 @@ Base.:(==)(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || Dict(a) == Dict(b)
 Base.:(==)(a::_AnyMap, b::AbstractDict) = Dict(a) == b
 Base.:(==)(b::AbstractDict, a::_AnyMap) = a == b
 Base.hash(m::_AnyMap, h::UInt) = hash(Dict(m), h)
+
+# Key of an object in a deepcopy IdDict: an isbits tuple, so equal handles are `===`.
+_copy_key(x::AbstractTVMObject) = (:AnyFFI_object, UInt(_live_handle(x)))

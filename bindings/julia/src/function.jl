@@ -65,14 +65,50 @@ end
 # arguments: 17 s, again for each new N) and segfaults Julia's compiler near N = 10^6.
 const MAX_TUPLE_ARGS = 32
 
-@inline (f::TVMFunction)(args...) =
+@inline function (f::TVMFunction)(args...)
+    # (a separate call, not `args = map(...)`: rebinding `args` made every call type-unstable)
+    _has_array(args...) && _stores_args(f) && return _call_args(f, map(_owned_elem, args))
+    return _call_args(f, args)
+end
+@inline _call_args(f::TVMFunction, args::Tuple) =
     length(args) <= MAX_TUPLE_ARGS ? _call_tuple(f, args...) : _call_vec(f, args)
+
+# Built-in globals that keep their arguments (containers and their setters).
+const STORING_GLOBALS = ("ffi.Array", "ffi.List", "ffi.Map", "ffi.Dict", "ffi.ListAppend",
+                         "ffi.ListInsert", "ffi.ListSetItem", "ffi.DictSetItem")
+@inline _has_array(args...) = any(a -> a isa Union{AbstractArray,TensorView}, args)
+# Their handles, looked up once (GLOBAL_CACHE keeps the functions, so a handle is never
+# reused); `__init__` resets it. A lookup per call (a lock and a Dict per name) made every call
+# with an array 40x slower (nop(::Vector) 25 -> 990 ns).
+const STORING_HANDLES = Ptr{Cvoid}[]
+const STORING_READY = Threads.Atomic{Bool}(false)
+@noinline function _find_storing_handles()
+    lock(GLOBAL_CACHE_LOCK) do
+        STORING_READY[] && return
+        empty!(STORING_HANDLES)
+        for name in STORING_GLOBALS
+            g = _global(name)
+            g === nothing || push!(STORING_HANDLES, g.handle)
+        end
+        STORING_READY[] = true
+    end
+    return nothing
+end
+@inline function _stores_args(f::TVMFunction)
+    STORING_READY[] || _find_storing_handles()
+    h = _live_handle(f)
+    for s in STORING_HANDLES
+        s == h && return true
+    end
+    return false
+end
 
 @inline function _call_tuple(f::TVMFunction, args::Vararg{Any,N}) where {N}
     h = _live_handle(f)
     conv = map(_arg, args)
     argv = Ref(map(first, conv))
     keeps = map(last, conv)
+    foreach(_register_view, keeps)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
                                          (Ptr{Cvoid}, Ref{NTuple{N,TVMFFIAny}}, Int32, Ref{TVMFFIAny}),
@@ -109,6 +145,7 @@ end
 @noinline function _call_vec(f::TVMFunction, args::Tuple)
     h = _live_handle(f)
     anys, keeps = _arg_vectors(args)
+    foreach(_register_view, keeps)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps anys result TVMFFIFunctionCall(
         h, Ptr{Cvoid}(pointer(anys)), length(anys), Base.unsafe_convert(Ptr{Cvoid}, result))
@@ -136,6 +173,7 @@ function call_any(f::TVMFunction, args...)
     h = _live_handle(f)
     # vectors, not tuples: a tuple of a million views (`call_any(f, xs...)`) never compiled
     anys, keeps = _arg_vectors(args)
+    foreach(_register_view, keeps)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps anys TVMFFIFunctionCall(
         h, isempty(anys) ? C_NULL : Ptr{Cvoid}(pointer(anys)), length(anys),
@@ -153,6 +191,66 @@ function call_any(f::TVMFunction, args...)
     _release_keeps(keeps)
     check_call(rc)
     return TVMAny(r; borrowed = false)
+end
+
+# --- Argument views seen by callbacks --------------------------------------------------------
+
+# Per thread, the TensorViews of Julia arrays that calls running on it pass as arguments (a
+# stack: nested calls push on top). A callback receiving the DLTensor* of one of them gets that
+# very view, whose `parent` keeps the caller's array alive: what the callback keeps of it
+# (`unsafe_array`, `to_dlpack`, an element of a container) stays valid after the call, also when
+# the caller's array was a temporary. A DLTensor* of a foreign caller gets a borrowed view,
+# closed when the callback returns (`_close_view!`). Registered after a call's arguments are
+# converted, removed when its temporaries are released.
+const ARG_VIEWS = Vector{Vector{Any}}()  # per thread: the slots (`nothing` when free)
+const ARG_VIEWS_TOP = Int[]               # per thread: how many slots are in use
+# (no push!/deleteat!: in Julia 1.5 each is a C call, and the pair made every call with an
+# array 2-3x slower)
+
+@inline _register_view(::Any) = nothing
+# (views of Julia arrays only; `=== nothing` is a pointer compare, `isa AbstractArray` a
+# subtype walk)
+@inline _owns_memory(tv::TensorView) = (p = tv.parent; p !== nothing && !(p isa _ClosedView))
+@inline function _register_view(tv::TensorView)
+    _owns_memory(tv) || return nothing
+    tid = Threads.threadid()
+    v = @inbounds ARG_VIEWS[tid]
+    n = @inbounds(ARG_VIEWS_TOP[tid]) + 1
+    n > length(v) && _grow_views!(v, n)
+    @inbounds v[n] = tv
+    @inbounds ARG_VIEWS_TOP[tid] = n
+    return nothing
+end
+
+@noinline _grow_views!(v::Vector{Any}, n::Int) = (append!(v, fill(nothing, n)); nothing)
+
+@inline function _unregister_view(tv::TensorView)
+    _owns_memory(tv) || return nothing
+    tid = Threads.threadid()
+    v = @inbounds ARG_VIEWS[tid]
+    n = @inbounds ARG_VIEWS_TOP[tid]
+    @inbounds for i in n:-1:1
+        if v[i] === tv
+            for j in i:n-1
+                v[j] = v[j + 1]
+            end
+            v[n] = nothing
+            ARG_VIEWS_TOP[tid] = n - 1
+            break
+        end
+    end
+    return nothing
+end
+
+# The view for a DLTensor* argument of a callback (see ARG_VIEWS).
+function _dltensor_arg_view(p::Ptr{Cvoid})
+    tid = Threads.threadid()
+    v = ARG_VIEWS[tid]
+    for i in ARG_VIEWS_TOP[tid]:-1:1
+        tv = v[i]
+        pointer_from_objref(tv) == p && return tv::TensorView
+    end
+    return TensorView(Ptr{DLTensor}(p))
 end
 
 # --- The callback trampoline -----------------------------------------------------------------
@@ -203,18 +301,30 @@ end
 
 function _call_callback(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32, result::Ptr{TVMFFIAny})
     f = (unsafe_pointer_to_objref(self)::_KeepAlive).value
-    ret = if n == 0
-        f()
+    if n == 0
+        _store_result!(result, f())
     elseif n == 1
-        f(_cb_arg(args, 1))
+        a1 = _cb_arg(args, 1)
+        try
+            _store_result!(result, f(a1))
+        finally
+            _close_view!(a1)
+        end
     elseif n == 2
-        f(_cb_arg(args, 1), _cb_arg(args, 2))
-    elseif n == 3
-        f(_cb_arg(args, 1), _cb_arg(args, 2), _cb_arg(args, 3))
+        a1, a2 = _cb_arg(args, 1), _cb_arg(args, 2)
+        try
+            _store_result!(result, f(a1, a2))
+        finally
+            _close_view!(a1); _close_view!(a2)
+        end
     else
-        f(Any[_cb_arg(args, i) for i in 1:n]...)
+        av = Any[_cb_arg(args, i) for i in 1:n]
+        try
+            _store_result!(result, f(av...))
+        finally
+            foreach(_close_view!, av)
+        end
     end
-    _store_result!(result, ret)
     return nothing
 end
 

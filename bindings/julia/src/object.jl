@@ -73,9 +73,10 @@ end
 # containers (`TVMList`, `TVMDict`) are copied element by element (containers.jl), and a
 # `TVMTensor`, whose memory may be anyone's, is an error (tensor.jl).
 function Base.deepcopy_internal(x::AbstractTVMObject, d::IdDict)
-    haskey(d, x) && return d[x]::typeof(x)
+    key = (:AnyFFI_object, UInt(_live_handle(x)))
+    haskey(d, key) && return d[key]::typeof(x)
     y = typeof(x)(_live_handle(x); borrowed = true)
-    d[x] = y
+    d[key] = y
     return y
 end
 

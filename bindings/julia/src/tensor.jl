@@ -172,7 +172,18 @@ _dims_string(s) = string("[", join(s, ", "), "]")
 The memory of a view as a Julia array, without copying: the original array for views of Julia
 arrays, otherwise an array over memory that someone else owns (valid only while they keep it).
 """
+# A borrowed view whose owner's guarantee has ended (a callback argument after the callback
+# returned): any later use raises instead of reading memory that may be freed.
+struct _ClosedView end
+@inline _close_view!(x) = nothing
+@inline _close_view!(tv::TensorView) =
+    (tv.parent === nothing && (tv.parent = _ClosedView(); tv.data = C_NULL); nothing)
+_check_open(tv::TensorView) = tv.parent isa _ClosedView && throw(ArgumentError(
+    "TensorView: a callback's tensor argument is only valid until the callback returns; " *
+    "copy it (copy(unsafe_array(v))) inside the callback"))
+
 function unsafe_array(tv::TensorView)
+    _check_open(tv)
     tv.parent isa AbstractArray && return tv.parent
     _is_host(tv.device) || throw(ArgumentError("unsafe_array: memory on $(tv.device) is not host memory"))
     T = julia_type(tv.dtype)
@@ -339,6 +350,7 @@ end
 # The ffi.Tensor of a borrowed view: its metadata copied into a malloc'd managed tensor with no
 # keep-alive (the memory is the view owner's).
 function _export_view(tv::TensorView{N}) where {N}
+    _check_open(tv)
     mem = Libc.malloc(sizeof(DLManagedTensorVersioned) + 16 * N)
     mem == C_NULL && throw(OutOfMemoryError())
     mt = Ptr{DLManagedTensorVersioned}(mem)

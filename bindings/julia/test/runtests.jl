@@ -54,6 +54,7 @@ ts = @testset "AnyFFI" begin
     include("test_module.jl")
     include("test_ops.jl")
     include("test_gc.jl")
+    include("test_sharing.jl")
 end
 
 if !isempty(SKIPPED)
