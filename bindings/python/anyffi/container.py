@@ -18,6 +18,7 @@ from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, Mutabl
 from typing import Any, Iterable, Iterator
 
 from . import _capi, _marshal, _mem
+from .errors import Error
 from .function import ffi_api
 from .object import Object, register_object
 
@@ -88,7 +89,7 @@ class _Container(Object):
                         return True
                     eq = self._plain() == other._plain()
                     if eq:
-                        memo[key] = True
+                        memo[key] = (self, other)  # alive: no other pair reuses these handles
                     return eq
                 finally:
                     if outer:
@@ -109,10 +110,10 @@ class _Container(Object):
         # equal contents, equal hashes (an Array hashes as the tuple it equals)
         memo, outer = _memo("hash")
         try:
-            h = memo.get(self._h)
-            if h is None:
-                h = memo[self._h] = hash(self._frozen())
-            return h
+            m = memo.get(self._h)
+            if m is None:
+                m = memo[self._h] = (hash(self._frozen()), self)  # alive: the handle is not reused
+            return m[0]
         finally:
             if outer:
                 _WALK.hash = None
@@ -130,9 +131,12 @@ class _Container(Object):
         # as the official package: one native pass that copies each shared sub-object once
         # (the generic __reduce_ex__ path rebuilds a DAG as a tree: exponential, sharing lost)
         f = ffi_api.get("DeepCopy")
-        if f is None:
-            return type(self)(copy.deepcopy(self._plain(), memo))
-        return f(self)
+        if f is not None:
+            try:
+                return f(self)
+            except Error:  # elements ffi.DeepCopy cannot copy (Python objects): as before
+                pass
+        return type(self)(copy.deepcopy(self._plain(), memo))
 
 
 class _SeqBase(_Container):
@@ -496,6 +500,19 @@ class Dict(_MapBase, MutableMapping):
 
     def clear(self) -> None:
         self._api("Clear")(self)
+
+    def popitem(self) -> tuple:
+        # one item from the library's iterator (MutableMapping's goes through __iter__, which
+        # copies every item first: draining a Dict was quadratic)
+        if len(self) == 0:
+            raise KeyError("popitem(): dictionary is empty")
+        it = self._api("ForwardIterFunctor")(self)
+        try:
+            k, v = it(0), it(1)
+        except IndexError:
+            raise KeyError("popitem(): dictionary is empty") from None
+        self._api("Erase")(self, k)
+        return k, v
 
     def update(self, other: Any = (), **kw: Any) -> None:
         pairs = other.items() if isinstance(other, Mapping) else other

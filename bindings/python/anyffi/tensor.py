@@ -180,7 +180,10 @@ def _arg_owner(p: int) -> Any:
                         if j and ctypes.addressof(c) == p:
                             return items[j - 1]
                     elif type(c).__name__ == "PyCapsule" and _capsule_dltensor(c) == p:
-                        return c  # its managed tensor holds the producer
+                        # its managed tensor holds the producer, but the caller may consume the
+                        # capsule (a callback returning its argument: from_result): keep the
+                        # call's producers themselves as well
+                        return (c, loc.get("args"), loc.get("a"))
         f = f.f_back
     return None
 
@@ -235,9 +238,12 @@ def _dltensor_of_array_interface(a: Any, keep: list) -> int:
     """A DLTensor over the memory of an ``__array_interface__`` exporter (CPU), kept in ``keep``."""
     ai = a.__array_interface__
     typestr, shape = ai["typestr"], tuple(ai["shape"])
-    kind, item = typestr[1], int(typestr[2:])
+    kind = typestr[1]
     if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
         raise TypeError(f"cannot pass a {typestr} array as a tensor")
+    item = int(typestr[2:])
+    if 8 * item not in _NUMPY_BITS[kind]:  # long double (x87, padded), complex256
+        raise TypeError(f"cannot pass a {typestr} array as a tensor (no DLPack equivalent)")
     byte_strides = ai.get("strides")
     if byte_strides is not None and any(s % item for s in byte_strides):
         raise BufferError(f"cannot pass an array whose byte strides {tuple(byte_strides)} are not multiples of its item size {item}")
@@ -713,8 +719,9 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
             except BufferError:
                 # numpy < 2.1 exports no read-only array: share its memory all the same, through
                 # __array_interface__, as a tensor flagged read-only
-                if not hasattr(x, "__array_interface__"):
-                    raise
+                ai = getattr(x, "__array_interface__", None)
+                if ai is None or not ai["data"][1]:
+                    raise  # not refused for being read-only (dtype, byte order): numpy's error
                 return _from_array_interface(x, require_alignment, require_contiguous)
     else:
         raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer (no __dlpack__)")

@@ -395,3 +395,51 @@ def test_equality_and_hash_of_shared_parts_take_linear_time():
     b.append(2)
     assert a != b
     assert hash(anyffi.Array([1, anyffi.Array([2, 3])])) == hash((1, (2, 3)))
+
+
+@array
+def test_memo_of_equality_and_hash_is_not_fooled_by_reused_handles():
+    # an element's __eq__/__hash__ making and dropping containers: their handles come back
+    # for the next ones, which must not inherit the memo's answer
+    class P:
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, o):
+            a, b = anyffi.Array([self.v]), anyffi.Array([o.v])
+            r = a == b
+            del b, a
+            return r
+
+        def __hash__(self):
+            a = anyffi.Array([self.v])
+            h = hash(a)
+            del a
+            return h
+
+    assert anyffi.Array([P(1), P(2)]) != anyffi.Array([P(1), P(3)])
+    x, t = anyffi.Array([P(2), P(3)]), (P(2), P(3))
+    assert x == t and hash(x) == hash(t)
+
+
+@dct
+def test_dict_popitem_is_linear_and_deepcopy_takes_python_objects():
+    import copy
+    import time
+
+    d = anyffi.Dict({i: i for i in range(3000)})
+    t0 = time.perf_counter()
+    got = set()
+    while d:
+        got.add(d.popitem()[0])
+    assert got == set(range(3000)) and time.perf_counter() - t0 < 5
+    with pytest.raises(KeyError):
+        d.popitem()
+
+    class P:
+        def __init__(self):
+            self.items = [1]
+
+    p = P()
+    c = copy.deepcopy(anyffi.List([p, [1, 2]]))
+    assert c[0] is not p and c[0].items == [1] and list(c[1]) == [1, 2]

@@ -520,3 +520,35 @@ def test_what_a_nested_callback_keeps_keeps_the_callers_array_alive(t):
     t.apply(lambda v: v.shape, w)
     gc.collect()
     assert sys.getrefcount(w) == before
+
+
+def test_a_callback_returning_its_argument_view_keeps_what_it_derived_valid():
+    # the caller consumes its numpy capsule into the result Tensor; what the callback derived
+    # must keep the caller's array itself alive, not only that capsule
+    kept = []
+
+    def cb(v):
+        kept.append(v.numpy())
+        return v
+
+    n = 1 << 18
+    r = anyffi.Function(cb)(np.arange(n, dtype=np.float64))  # a temporary
+    del r
+    gc.collect()
+    _ = np.full(2 * n, 7.0)
+    assert kept[0].sum() == n * (n - 1) / 2
+
+
+def test_old_numpy_fallback_is_for_read_only_arrays_only():
+    class Refuses(_OldNumpyArray):
+        def __dlpack__(self, stream=None):
+            raise BufferError("numpy cannot export this dtype")
+
+    w = np.zeros(3)  # writable: numpy's refusal stands
+    with pytest.raises(BufferError, match="cannot export this dtype"):
+        anyffi.from_dlpack(Refuses(w))
+    if hasattr(np, "longdouble") and np.dtype(np.longdouble).itemsize > 8:
+        ld = np.zeros(3, np.longdouble)
+        ld.flags.writeable = False
+        with pytest.raises(TypeError, match="no DLPack equivalent"):
+            anyffi.from_dlpack(_OldNumpyArray(ld))
