@@ -115,7 +115,7 @@ Base.length(a::TVMArray) = Int(_seq_cell(a).size)
 Base.length(l::TVMList) = Int(_require_global("ffi.ListSize")(l))
 Base.size(a::_Seq) = (length(a),)
 function Base.getindex(l::TVMList, i::Integer)
-    i >= 1 || throw(BoundsError(l, i))
+    1 <= i <= typemax(Int64) || throw(BoundsError(l, i))  # (ListGetItem takes an int)
     try
         return _require_global("ffi.ListGetItem")(l, i - 1)
     catch e
@@ -297,4 +297,6 @@ Base.:(==)(b::AbstractDict, a::_AnyMap) = a == b
 Base.hash(m::_AnyMap, h::UInt) = hash(Dict(m), h)
 
 # Key of an object in a deepcopy IdDict: an isbits tuple, so equal handles are `===`.
-_copy_key(x::AbstractTVMObject) = (:AnyFFI_object, UInt(_live_handle(x)))
+# The wrapper type is part of the key: two wrappers of one object with different types (a
+# TVMList and a TVMObject over the same handle) each get a copy of their own type.
+_copy_key(x::AbstractTVMObject) = (:AnyFFI_object, typeof(x), UInt(_live_handle(x)))

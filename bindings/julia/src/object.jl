@@ -73,7 +73,7 @@ end
 # containers (`TVMList`, `TVMDict`) are copied element by element (containers.jl), and a
 # `TVMTensor`, whose memory may be anyone's, is an error (tensor.jl).
 function Base.deepcopy_internal(x::AbstractTVMObject, d::IdDict)
-    key = (:AnyFFI_object, UInt(_live_handle(x)))
+    key = _copy_key(x)
     haskey(d, key) && return d[key]::typeof(x)
     y = typeof(x)(_live_handle(x); borrowed = true)
     d[key] = y

@@ -120,3 +120,52 @@
         @test Array(L[1]) == [5, 6, 7]  # the container kept a copy
     end
 end
+
+@testset "sharing and lifetimes: error paths and wrappers" begin
+    @testset "a result that fails to convert leaves no argument view registered" begin
+        L = AnyFFI.LibAnyFFI
+        dims = ones(Int64, 65)  # more dimensions than a TensorView takes
+        data = zeros(1)
+        dl = Ref(L.DLTensor(pointer(data), AnyFFI.DLDevice(1, 0), Int32(65),
+                            AnyFFI.DLDataType(Float64), pointer(dims), C_NULL, UInt64(0)))
+        raw = L.TVMFFIAny(L.kTVMFFIDLTensorPtr, UInt32(0),
+                          UInt64(UInt(Base.unsafe_convert(Ptr{L.DLTensor}, dl))))
+        f = TVMFunction((x, n) -> TVMAnyView(raw))  # returns the foreign DLTensor*
+        GC.@preserve dims data dl begin
+            @test_throws ArgumentError f(rand(10), 1)
+            r = call_any(f, rand(10), 1)  # unconverted: no error
+            @test type_index(r) == Int(L.kTVMFFIDLTensorPtr)
+        end
+        @test AnyFFI.ARG_VIEWS_TOP[Threads.threadid()] == 0
+    end
+
+    @testset "call_any of a container global stores an owned tensor" begin
+        function stored()
+            A = Float64[1, 2, 3, 4]
+            c = copy_value(call_any(get_global_func("ffi.Array"), A))
+            A = nothing
+            GC.gc(); GC.gc()
+            junk = [fill(Float64(i), 4) for i in 1:5000]
+            return c
+        end
+        c = stored()
+        @test c[1] isa TVMTensor && Array(c[1]) == [1, 2, 3, 4]
+    end
+
+    @testset "deepcopy of two wrapper types over one object" begin
+        l = TVMList([1, 2])
+        o = TVMObject(l.handle; borrowed = true)
+        for xs in (Any[l, o], Any[o, l])
+            c = deepcopy(xs)
+            @test typeof.(c) == typeof.(xs)
+        end
+    end
+
+    @testset "a List index beyond Int64 is a BoundsError" begin
+        l = TVMList([1, 2])
+        @test_throws BoundsError l[typemax(Int128)]
+        @test_throws BoundsError l[typemax(UInt64)]
+        @test_throws BoundsError l[0]
+        @test l[2] == 2
+    end
+end
