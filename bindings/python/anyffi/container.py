@@ -525,8 +525,64 @@ class Dict(_MapBase, MutableMapping):
 # -- Python containers as arguments --------------------------------------------------------------
 
 
+_NESTED = (list, tuple, dict)
+
+
+def _nested_items(x) -> list:
+    """The items of a list/tuple, or the flattened key, value pairs of a dict."""
+    if type(x) is dict:
+        out = []
+        for kv in x.items():
+            out.extend(kv)
+        return out
+    return list(x)
+
+
+def _build_nested(a) -> Object:
+    """The Array (list/tuple) or Map (dict) of ``a`` whose items include lists, tuples or
+    dicts: built bottom-up with an explicit stack, so that the depth of nesting is not bound by
+    Python's recursion limit (each level cost ~3 frames: ~300 levels). A container that
+    contains itself is a ValueError."""
+    root = [None]
+    on_path = {id(a)}
+    stack = [[a, _nested_items(a), 0, root, 0]]  # source, items, next index, parent items, slot
+    while stack:
+        top = stack[-1]
+        items, i = top[1], top[2]
+        n = len(items)
+        while i < n and type(items[i]) not in _NESTED:
+            i += 1
+        if i < n:
+            top[2] = i + 1
+            child = items[i]
+            if id(child) in on_path:
+                raise ValueError(f"cannot pass a {type(child).__name__} that contains itself")
+            on_path.add(id(child))
+            stack.append([child, _nested_items(child), 0, items, i])
+            continue
+        stack.pop()
+        src = top[0]
+        on_path.discard(id(src))
+        if type(src) is dict:
+            obj = ffi_api.require("Map", "passing a dict")(*items)
+        else:
+            obj = ffi_api.require("Array", "passing a list or tuple")(*items)
+        top[3][top[4]] = obj
+    return root[0]
+
+
+def _has_nested(a) -> bool:
+    for x in a:
+        if type(x) in _NESTED:
+            return True
+    return False
+
+
 def _conv_list(a, k: int, fr) -> None:
-    arr = ffi_api.require("Array", "passing a list or tuple")(*a)
+    if _has_nested(a):
+        arr = _build_nested(a)
+    else:
+        arr = ffi_api.require("Array", "passing a list or tuple")(*a)
     h = arr._h
     arr._h = 0  # the frame releases the reference after the call
     fr.owned.append(h)
@@ -535,11 +591,8 @@ def _conv_list(a, k: int, fr) -> None:
 
 
 def _conv_dict(a: dict, k: int, fr) -> None:
-    flat = []
-    for key, v in a.items():
-        flat.append(key)
-        flat.append(v)
-    m = ffi_api.require("Map", "passing a dict")(*flat)
+    flat = _nested_items(a)
+    m = _build_nested(a) if _has_nested(flat) else ffi_api.require("Map", "passing a dict")(*flat)
     h = m._h
     m._h = 0
     fr.owned.append(h)

@@ -236,3 +236,25 @@ def test_string_cell_cache_is_bounded(t, monkeypatch):
     assert len(_marshal.STR_CELLS) <= _marshal.STR_CELLS_MAX
     long = "x" * (_marshal.STR_CELLS_LONG + 1)  # too long to cache: a per-call view
     assert t.echo(long) == long and long not in _marshal.STR_CELLS
+
+
+def test_deeply_nested_lists_and_dicts_convert_without_recursion():
+    echo = anyffi.get_global_func("anyffi.testing.echo", allow_missing=True) or pytest.skip("ours only")
+    x = 7
+    for i in range(5000):  # each level cost ~3 Python frames: ~300 levels before
+        x = [x] if i % 2 else {"k": (x,)}
+    r, depth = echo(x), 0
+    while not isinstance(r, int):
+        r = r["k"][0] if isinstance(r, anyffi.Map) else r[0]
+        depth += 1
+    assert r == 7 and depth == 5000  # 2500 lists, 2500 dicts each holding a tuple
+    loop = [1]
+    loop.append(loop)
+    with pytest.raises(ValueError, match="contains itself"):
+        echo(loop)
+    d = {}
+    d["x"] = [d]
+    with pytest.raises(ValueError, match="contains itself"):
+        echo(d)
+    shared = [1, 2]  # shared, not cyclic
+    assert echo([shared, (shared,)]) == [[1, 2], [[1, 2]]]
