@@ -229,8 +229,7 @@ end
 # converted, removed when its temporaries are released.
 const ARG_VIEWS = Vector{Vector{Any}}()  # per thread: the slots (`nothing` when free)
 const ARG_VIEWS_TOP = Int[]               # per thread: how many slots are in use
-# (no push!/deleteat!: in Julia 1.5 each is a C call, and the pair made every call with an
-# array 2-3x slower)
+# (fixed slots and a count rather than push!/deleteat!, each a C call in Julia 1.5)
 
 @inline _register_view(::Any) = nothing
 # (views of Julia arrays only; `=== nothing` is a pointer compare, `isa AbstractArray` a
