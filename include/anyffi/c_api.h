@@ -613,8 +613,9 @@ int TVMFFIFunctionCreate(void *self_,
 /**
  * As `TVMFFIFunctionCreate`, for a `safe_call` whose return code may be garbage (a ctypes thunk
  * whose Python callable could not be entered): calls never read it, and take "no result written
- * and no error raised" as a failure. `safe_call` must write the result on success. Not part of
- * the TVM FFI ABI.
+ * and no error raised" as a failure. `safe_call` must write the result on success. On success
+ * `*out` holds a new reference the caller owns; `self_` is the creator's until `deleter` runs.
+ * Not part of the TVM FFI ABI.
  */
 int AnyFFIFunctionCreateChecked(void *self_,
                                 TVMFFISafeCallType safe_call,

@@ -29,8 +29,9 @@ pub unsafe extern "C" fn TVMFFIFunctionCreate(
 
 /// As `TVMFFIFunctionCreate`, for a `safe_call` whose return code may be garbage (a ctypes thunk
 /// whose Python callable could not be entered): calls never read it, and take "no result written
-/// and no error raised" as a failure. `safe_call` must write the result on success. Not part of
-/// the TVM FFI ABI.
+/// and no error raised" as a failure. `safe_call` must write the result on success. On success
+/// `*out` holds a new reference the caller owns; `self_` is the creator's until `deleter` runs.
+/// Not part of the TVM FFI ABI.
 #[no_mangle]
 pub unsafe extern "C" fn AnyFFIFunctionCreateChecked(
     self_: *mut c_void,
