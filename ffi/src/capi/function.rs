@@ -17,14 +17,17 @@ pub unsafe extern "C" fn TVMFFIFunctionCreate(
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
     out: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
-        let out = non_null(out, "TVMFFIFunctionCreate", "out")? as *mut *mut c_void;
-        // SAFETY: the C caller vouches for `safe_call`, `self_` and `deleter` (c_api.h).
-        let f = unsafe { Function::from_c(self_, safe_call, deleter) }?;
-        // SAFETY: checked non-null out-parameter.
-        unsafe { *out = f.into_raw() as *mut c_void };
-        Ok(())
-    })
+    // SAFETY: the C caller vouches for `safe_call`, `self_` and `deleter` (c_api.h).
+    unsafe {
+        create(
+            "TVMFFIFunctionCreate",
+            self_,
+            safe_call,
+            deleter,
+            false,
+            out,
+        )
+    }
 }
 
 /// As `TVMFFIFunctionCreate`, for a `safe_call` whose return code may be garbage (a ctypes thunk
@@ -39,10 +42,42 @@ pub unsafe extern "C" fn AnyFFIFunctionCreateChecked(
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
     out: *mut *mut c_void,
 ) -> c_int {
+    // SAFETY: the C caller vouches for `safe_call`, `self_` and `deleter`.
+    unsafe {
+        create(
+            "AnyFFIFunctionCreateChecked",
+            self_,
+            safe_call,
+            deleter,
+            true,
+            out,
+        )
+    }
+}
+
+/// The body of both creators: `*out` = a new function (`checked`: see
+/// `Function::from_c_checked`).
+///
+/// # Safety
+/// As `TVMFFIFunctionCreate`.
+unsafe fn create(
+    what: &str,
+    self_: *mut c_void,
+    safe_call: TVMFFISafeCallType,
+    deleter: Option<unsafe extern "C" fn(*mut c_void)>,
+    checked: bool,
+    out: *mut *mut c_void,
+) -> c_int {
     guard(|| {
-        let out = non_null(out, "AnyFFIFunctionCreateChecked", "out")? as *mut *mut c_void;
-        // SAFETY: the C caller vouches for `safe_call`, `self_` and `deleter`.
-        let f = unsafe { Function::from_c_checked(self_, safe_call, deleter) }?;
+        let out = non_null(out, what, "out")? as *mut *mut c_void;
+        // SAFETY: forwarded contract.
+        let f = unsafe {
+            if checked {
+                Function::from_c_checked(self_, safe_call, deleter)
+            } else {
+                Function::from_c(self_, safe_call, deleter)
+            }
+        }?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = f.into_raw() as *mut c_void };
         Ok(())
