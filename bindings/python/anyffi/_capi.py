@@ -109,10 +109,27 @@ class DLManagedTensorVersioned(Structure):
 # Offsets from an object header (c_api.h cells follow the 24-byte TVMFFIObject header).
 OBJ_TYPE_INDEX = 8
 OBJ_CELL = 24
-# TVMFFITypeInfo
-TYPEINFO_KEY = 8  # TVMFFIByteArray
-TYPEINFO_DEPTH = 4
-TYPEINFO_ANCESTORS = 24
+
+
+class TVMFFITypeInfo(Structure):
+    _fields_ = [
+        ("type_index", c_int32),
+        ("type_depth", c_int32),
+        ("type_key", TVMFFIByteArray),
+        ("type_ancestors", c_void_p),
+        ("type_key_hash", c_uint64),
+        ("num_fields", c_int32),
+        ("num_methods", c_int32),
+        ("fields", c_void_p),
+        ("methods", c_void_p),
+        ("metadata", c_void_p),
+    ]
+
+
+# offsets into a TVMFFITypeInfo for the raw reads of the hot paths (object.py)
+TYPEINFO_KEY = TVMFFITypeInfo.type_key.offset  # TVMFFIByteArray
+TYPEINFO_DEPTH = TVMFFITypeInfo.type_depth.offset
+TYPEINFO_ANCESTORS = TVMFFITypeInfo.type_ancestors.offset
 # DLTensor fields inside an ffi.Tensor (header + DLTensor)
 DLT_DATA, DLT_DEVICE, DLT_NDIM, DLT_DTYPE, DLT_SHAPE, DLT_STRIDES, DLT_BYTE_OFFSET = 0, 8, 16, 20, 24, 32, 40
 

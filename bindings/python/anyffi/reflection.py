@@ -60,19 +60,7 @@ class _MethodInfo(ctypes.Structure):
     ]
 
 
-class _TypeInfo(ctypes.Structure):
-    _fields_ = [
-        ("type_index", ctypes.c_int32),
-        ("type_depth", ctypes.c_int32),
-        ("type_key", _ByteArray),
-        ("type_ancestors", ctypes.c_void_p),
-        ("type_key_hash", ctypes.c_uint64),
-        ("num_fields", ctypes.c_int32),
-        ("num_methods", ctypes.c_int32),
-        ("fields", ctypes.c_void_p),
-        ("methods", ctypes.c_void_p),
-        ("metadata", ctypes.c_void_p),
-    ]
+_TypeInfo = _capi.TVMFFITypeInfo
 
 
 # int (*TVMFFIFieldGetter)(void* field, TVMFFIAny* result)
