@@ -140,10 +140,16 @@ end
 # can fail (more than MAX_NDIM dimensions), and the argument views leave ARG_VIEWS all the same.
 @inline function _tensor_result_released(r::TVMFFIAny, keeps)
     p = any_ptr(r)
-    for k in keeps
-        k isa TensorView && pointer_from_objref(k) == p && (_release_keeps(keeps); return k)
-    end
+    tv = _echoed_view(p, keeps)
+    tv === nothing || (_release_keeps(keeps); return tv)
     return _foreign_result_view(p, keeps)
+end
+# The call's own argument view at `p` (a function that returned its argument), or nothing.
+@inline function _echoed_view(p::Ptr{Cvoid}, keeps)
+    for k in keeps
+        k isa TensorView && pointer_from_objref(k) == p && return k
+    end
+    return nothing
 end
 @noinline function _foreign_result_view(p::Ptr{Cvoid}, keeps)
     tv = try
@@ -201,16 +207,14 @@ function call_any(f::TVMFunction, args...)
         # one of our own argument views (echo) dies with this call: hand back an owned tensor
         # over the same memory instead (found without converting the result: a foreign
         # DLTensor* stays unconverted, and nothing here can throw before the release)
-        p = any_ptr(r)
-        for k in keeps
-            if k isa TensorView && pointer_from_objref(k) == p && k.parent isa AbstractArray
-                out = try
-                    TVMAny(to_dlpack(k.parent))
-                finally
-                    _release_keeps(keeps)
-                end
-                return out
+        k = _echoed_view(any_ptr(r), keeps)
+        if k !== nothing && k.parent isa AbstractArray
+            out = try
+                TVMAny(to_dlpack(k.parent))
+            finally
+                _release_keeps(keeps)
             end
+            return out
         end
     end
     _release_keeps(keeps)
