@@ -487,7 +487,9 @@ mod tests {
                 return None;
             }
         }
-        let lib = libs::load_cublas(Some(so.into_os_string())).unwrap();
+        let lib = libs::load_cublas(Some(so.clone().into_os_string())).unwrap();
+        // the mapping outlives the file: remove it so that runs leave nothing in the temp dir
+        let _ = std::fs::remove_dir_all(&dir);
         Some(lib)
     }
 
