@@ -19,6 +19,7 @@
 #   codeunits(s) -> SmallBytes / borrowed ByteArrayPtr;
 #   strided array with a DLPack eltype -> DLTensor* (TensorView, no copy);
 #   other arrays, tuples -> ffi.Array; AbstractDict -> ffi.Map; Function -> ffi.Function;
+#   TVMError and other exceptions -> ffi.Error (`error_kind`, `error_message`);
 #   objects -> their handle; TVMAny/TVMAnyView -> their value.
 # FFI -> Julia:
 #   None -> nothing; Int -> Int64; Bool -> Bool; Float -> Float64; OpaquePtr -> Ptr{Cvoid};
@@ -161,6 +162,14 @@ end
     return (_pod(LibAnyFFI.object_type_index(h), UInt64(UInt(h))), x)
 end
 _arg(e::TVMError) = (_pod(kTVMFFIError, UInt64(UInt(_error_handle!(e)))), e)
+# Any other exception passed as a value is an ffi.Error with the kind and message it would have
+# if thrown from a callback (as tvm_ffi passes Python exceptions), made for the call.
+function _arg(e::Exception)
+    kind, msg = error_kind(e), error_message(e)
+    h = _new_error_handle(kind, msg, "")
+    h == C_NULL && throw(TVMError("InternalError", "TVMFFIErrorCreate failed"))
+    return _temp_object(TVMObject(h; borrowed = false))
+end
 @inline _arg(tv::TensorView) = (_check_open(tv); (_pod(kTVMFFIDLTensorPtr, UInt64(UInt(pointer_from_objref(tv)))), tv))
 @inline _arg(A::DLStridedArray) = _arg(TensorView(A))
 function _arg(A::AbstractArray)

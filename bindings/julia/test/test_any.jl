@@ -91,6 +91,13 @@
     @testset "objects: Error (67), Function (68), Shape (69), Tensor (70), Opaque (74), BigInt (78)" begin
         e = ECHO(TVMError("ValueError", "as a value"))
         @test e isa TVMError && e.kind == "ValueError" && e.message == "as a value" && type_index(e) == 67
+        # other Julia exceptions as values: ffi.Error with the kind they would be thrown with
+        e = ECHO(KeyError(:k))
+        @test e isa TVMError && e.kind == "KeyError" && occursin("k", e.message) && type_index(e) == 67
+        e = ECHO(ArgumentError("bad"))
+        @test e isa TVMError && e.kind == "ValueError" && e.message == "bad"
+        a = TVMArray([BoundsError([1], 2), 1])
+        @test a[1] isa TVMError && a[1].kind == "IndexError"
         f = TVMFunction(x -> x + 1)
         g = ECHO(f)
         @test g isa TVMFunction && g == f && g(1) == 2 && type_index(g) == 68 && type_key(g) == "ffi.Function"

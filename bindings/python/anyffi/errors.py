@@ -254,8 +254,8 @@ def make_error(kind: str, message: str, backtrace: str) -> int:
     return out.value
 
 
-def set_raised_from_python(exc: BaseException) -> None:
-    """Stores ``exc`` as this thread's raised FFI error (for a callback about to return -1)."""
+def error_fields(exc: BaseException) -> tuple[str, str, str]:
+    """(kind, message, backtrace) of the ``ffi.Error`` that stands for ``exc``."""
     kind = kind_of(exc)
     try:
         message = str(exc.args[0]) if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
@@ -269,6 +269,12 @@ def set_raised_from_python(exc: BaseException) -> None:
         backtrace = prior + python_backtrace(exc, getattr(exc, "__anyffi_tb__", None))
     else:
         backtrace = python_backtrace(exc)
+    return kind, message, backtrace
+
+
+def set_raised_from_python(exc: BaseException) -> None:
+    """Stores ``exc`` as this thread's raised FFI error (for a callback about to return -1)."""
+    kind, message, backtrace = error_fields(exc)
     h = make_error(kind, message, backtrace)
     try:
         exc.__anyffi_tb__ = exc.__traceback__  # where the next crossing's new frames end

@@ -21,6 +21,7 @@ from . import _capi, _marshal, _mem
 from .errors import (
     check_call,
     discard_raised,
+    error_fields,
     error_parts,
     kind_of,
     make_error,
@@ -71,7 +72,12 @@ class ErrorObject(Object):
         return error_parts(self.handle)[2]
 
     def py_error(self) -> BaseException:
-        return new_exception(*error_parts(self.handle))
+        exc = new_exception(*error_parts(self.handle))
+        try:
+            exc.__anyffi_error__ = self  # passed back as a value, it is this ffi.Error again
+        except AttributeError:  # an exception class with __slots__ and no __dict__
+            pass
+        return exc
 
     def __reduce_ex__(self, protocol):
         return (_error_object, error_parts(self.handle))
@@ -477,6 +483,25 @@ def _conv_callable(a, k, fr):
 
 
 _marshal.CALLABLE_CONVERTER.append(_conv_callable)
+
+
+def _conv_exception(a, k, fr):
+    # as in tvm_ffi: an exception passed as a value is an ffi.Error (kind, message, its Python
+    # backtrace); one made by ErrorObject.py_error() is that same ffi.Error again
+    held = getattr(a, "__anyffi_error__", None)
+    if isinstance(held, ErrorObject) and held._h:
+        h = held._h
+        _capi.TVMFFIObjectIncRef(h)
+    else:
+        h = make_error(*error_fields(a))
+    fr.owned.append(h)
+    fr.Q[k] = _capi.kError
+    fr.Q[k + 1] = h
+
+
+# Exception and its subclasses (found through the MRO); other BaseExceptions (KeyboardInterrupt,
+# SystemExit, ...) stay opaque Python objects, as in tvm_ffi
+_marshal.CONVERTERS[Exception] = _conv_exception
 _marshal.CONVERTERS[type(_trampoline)] = _conv_callable  # plain Python functions
 _marshal.CONVERTERS[type(lambda: None)] = _conv_callable
 

@@ -439,3 +439,31 @@ def test_an_exception_whose_str_fails_comes_back_as_itself():
         with pytest.raises(cls) as info:
             anyffi.Function(cb)()
         assert info.value is e
+
+
+def test_an_exception_passed_as_a_value_is_an_ffi_error():
+    # as in tvm_ffi: Exception instances cross as ffi.Error values (kind, message, the Python
+    # backtrace), not as opaque Python objects; other BaseExceptions stay opaque
+    from anyffi.function import ErrorObject
+
+    echo = anyffi.Function(lambda x: x)
+    try:
+        raise KeyError("the key")
+    except KeyError as caught:
+        exc = caught
+    v = echo(exc)
+    assert isinstance(v, ErrorObject) and (v.kind, v.message) == ("KeyError", "the key")
+    assert "test_an_exception_passed_as_a_value_is_an_ffi_error" in v.backtrace
+    a = anyffi.get_global_func("ffi.Array")(ValueError("in a list"), 1)
+    assert isinstance(a[0], ErrorObject) and (a[0].kind, a[0].message) == ("ValueError", "in a list")
+    nested = echo([anyffi.Error("custom", "MyKind")])
+    assert (nested[0].kind, nested[0].message) == ("MyKind", "custom")
+    # the exception a held ffi.Error makes is that same ffi.Error when passed back
+    again = echo(v.py_error())
+    assert again.same_as(v)
+    assert isinstance(again.py_error(), KeyError)
+    # raised from a callback, an ffi.Error value's exception still raises with its kind
+    with pytest.raises(KeyError, match="the key"):
+        anyffi.Function(lambda: (_ for _ in ()).throw(v.py_error()))()
+    ki = KeyboardInterrupt()
+    assert echo(ki) is ki
