@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import operator
 import threading
+import weakref
 from collections.abc import ItemsView, KeysView, Mapping, MutableMapping, MutableSequence, Sequence, ValuesView
 from typing import Any, Iterable, Iterator
 
@@ -125,7 +126,12 @@ class _Container(Object):
 
     def __reduce_ex__(self, protocol):
         # a new container of the same contents (copy.copy: shallow; deepcopy/pickle: recursive)
-        return (type(self), (self._plain(),))
+        p = self._plain()
+        if isinstance(p, dict):
+            p = {_canonical(k): _canonical(v) for k, v in p.items()}
+        else:
+            p = [_canonical(v) for v in p]
+        return (type(self), (p,))
 
     def __deepcopy__(self, memo=None):
         # as the official package: one native pass that copies each shared sub-object once
@@ -137,6 +143,25 @@ class _Container(Object):
             except Error:  # elements ffi.DeepCopy cannot copy (Python objects): as before
                 pass
         return type(self)(copy.deepcopy(self._plain(), memo))
+
+
+# pickle memoizes by identity, and each read of a container makes new wrappers: a sub-object
+# reached twice was written twice (a DAG became a tree, exponential in its depth, the sharing
+# lost on load). Reductions hand out one wrapper per handle instead. A live wrapper holds its
+# handle, so that handle cannot name another object while the entry exists; pickle's memo keeps
+# the wrappers alive until the dump ends.
+_CANON: "weakref.WeakValueDictionary[int, Object]" = weakref.WeakValueDictionary()
+
+
+def _canonical(v: Any) -> Any:
+    if isinstance(v, Object):
+        h = v._h
+        if h:
+            w = _CANON.get(h)
+            if w is not None and w._h == h and type(w) is type(v):
+                return w
+            _CANON[h] = v
+    return v
 
 
 class _SeqBase(_Container):

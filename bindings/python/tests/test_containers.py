@@ -373,6 +373,28 @@ def test_deepcopy_keeps_shared_parts_shared_in_linear_time():
     assert c[0][0].same_as(c[1][1])
 
 
+def test_pickle_keeps_shared_parts_shared_in_linear_time():
+    import pickle
+    import time
+
+    x = anyffi.Array([1, "leaf"])
+    for _ in range(40):  # written as a tree: 2^40 leaves
+        x = anyffi.Array([x, x])
+    m = anyffi.Map({"a": x, "b": x, x: 1})
+    t0 = time.perf_counter()
+    s = pickle.dumps(m)
+    assert time.perf_counter() - t0 < 5 and len(s) < 100_000
+    c = pickle.loads(s)
+    assert c["a"].same_as(c["b"]) and c["a"][0].same_as(c["a"][1])
+    y = c["a"]
+    for _ in range(40):
+        y = y[1]
+    assert list(y) == [1, "leaf"]
+    lst = anyffi.List([x, x])
+    c2 = pickle.loads(pickle.dumps(lst))
+    assert type(c2) is anyffi.List and c2[0].same_as(c2[1]) and c2[0][0].same_as(c2[1][1])
+
+
 @array
 def test_equality_and_hash_of_shared_parts_take_linear_time():
     import time
