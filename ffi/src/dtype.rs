@@ -13,13 +13,25 @@
 //! - a bare trailing `xvscale` (`int8xvscale`) is accepted upstream as one lane; here it is the
 //!   same "Invalid lanes specification" error as `int8xvscalex`.
 //!
-//! Custom types (`custom[name]`, codes ≥ 129) need a registry of custom type names that anyffi
-//! does not have, so they are always an error, as they are in the official library when nothing
-//! has registered `dtype.get_custom_type_code` / `dtype.get_custom_type_name`.
+//!
+//! Custom types (`custom[name]bits`, codes 129 to 255) are named by two global functions that a
+//! user library registers, as upstream: `dtype.get_custom_type_code(name) -> int` when parsing
+//! and `dtype.get_custom_type_name(code) -> str` when printing. Without them, they are the
+//! upstream "Function ... not found" ValueError; an error the function raises reaches the caller
+//! with its own kind. Printing follows upstream, which writes a custom dtype's lanes but not its
+//! bits (`custom[foo]x2`). Here again we refuse what upstream would store silently: a code
+//! outside 129..=255 (upstream truncates it to 8 bits) and a custom dtype written without a bit
+//! count (upstream leaves the bits uninitialised).
 
 use std::borrow::Cow;
 
 use crate::abi::*;
+use crate::any::AnyView;
+use crate::error::Error;
+
+/// The global functions that name custom dtypes (registered by user libraries, e.g. TVM).
+const CUSTOM_CODE_FN: &str = "dtype.get_custom_type_code";
+const CUSTOM_NAME_FN: &str = "dtype.get_custom_type_name";
 
 /// First type code reserved for custom (registry-named) types, `kDLExtCustomBegin` upstream.
 const CUSTOM_CODE_BEGIN: u8 = 129;
@@ -27,15 +39,15 @@ const CUSTOM_CODE_BEGIN: u8 = 129;
 /// Parses a dtype string such as `"int8"`, `"float32x4"`, `"bf16"`, `"float8_e4m3fn"`,
 /// `"float32xvscalex4"` or `""`/`"void"`.
 ///
-/// On failure returns the message of the `ValueError` the official library raises, e.g.
-/// "unknown dtype `double`".
-pub fn parse_dtype(s: &str) -> Result<DLDataType, String> {
+/// On failure returns the `ValueError` the official library raises, e.g. "unknown dtype
+/// `double`" (or, for a custom dtype, the error of the function that names it).
+pub fn parse_dtype(s: &str) -> Result<DLDataType, Error> {
     parse_dtype_bytes(s.as_bytes())
 }
 
 /// [`parse_dtype`] over raw bytes, as `TVMFFIDataTypeFromString` receives them (no UTF-8 or NUL
 /// termination guarantee). Non-ASCII input is never a valid dtype; error messages show it lossily.
-pub fn parse_dtype_bytes(input: &[u8]) -> Result<DLDataType, String> {
+pub fn parse_dtype_bytes(input: &[u8]) -> Result<DLDataType, Error> {
     // The empty string and "void" both mean "no value": an opaque handle with zero bits and zero
     // lanes, which prints back as "".
     if input.is_empty() || input == b"void" {
@@ -46,34 +58,39 @@ pub fn parse_dtype_bytes(input: &[u8]) -> Result<DLDataType, String> {
         });
     }
     let text = expand_alias(input);
-    Parser { s: &text }.parse()
+    let parser = Parser { s: &text };
+    if text.starts_with(b"custom") {
+        return parser.parse_custom();
+    }
+    parser.parse().map_err(Error::value_error)
 }
 
 /// Formats a dtype the way the official `TVMFFIDataTypeToString` does, or explains why it cannot
-/// (an unknown type code, or a custom code with no registry).
-pub fn try_dtype_to_string(t: DLDataType) -> Result<String, String> {
+/// (an unknown type code, or a custom code that no `dtype.get_custom_type_name` names).
+pub fn try_dtype_to_string(t: DLDataType) -> Result<String, Error> {
     if t.code == kDLBool && t.bits == 8 && t.lanes == 1 {
         return Ok("bool".to_owned());
     }
     if t.code == kDLOpaqueHandle && t.bits == 0 && t.lanes == 0 {
         return Ok(String::new());
     }
-    if t.code >= CUSTOM_CODE_BEGIN {
-        return Err(format!(
-            "Function dtype.get_custom_type_name not found: type code {} is a custom dtype, and \
-             anyffi has no custom dtype registry to name it",
-            t.code
-        ));
-    }
-    let Some(name) = code_name(t.code) else {
-        return Err(format!("DLDataType contains unknown type_code={}", t.code));
+    let mut out = if t.code >= CUSTOM_CODE_BEGIN {
+        format!("custom[{}]", custom_name(t.code)?)
+    } else {
+        let Some(name) = code_name(t.code) else {
+            return Err(Error::value_error(format!(
+                "DLDataType contains unknown type_code={}",
+                t.code
+            )));
+        };
+        String::from(name)
     };
-    let mut out = String::from(name);
     // A handle's bits and lanes are never printed, whatever they hold.
     if t.code == kDLOpaqueHandle {
         return Ok(out);
     }
-    // The float8/6/4 names already carry their width; 8-bit bool is spelled plain "bool".
+    // The float8/6/4 names already carry their width; 8-bit bool is spelled plain "bool". (The
+    // test is upstream's, and so also leaves out the bits of custom codes.)
     if t.code < kDLFloat8_e3m4 && !(t.code == kDLBool && t.bits == 8) {
         out.push_str(&t.bits.to_string());
     }
@@ -100,6 +117,49 @@ pub fn dtype_to_string(t: DLDataType) -> String {
             "<unknown dtype code={} bits={} lanes={}>",
             t.code, t.bits, t.lanes
         )
+    })
+}
+
+/// The type code `dtype.get_custom_type_code` gives the custom type `name` (quoted in messages as
+/// the dtype string `shown`).
+fn custom_code(name: &[u8], shown: &str) -> Result<u8, Error> {
+    let f = crate::reflection::global_function(CUSTOM_CODE_FN).ok_or_else(|| {
+        Error::value_error(format!(
+            "Function {CUSTOM_CODE_FN} not found: it names the type code of custom dtype `{shown}`"
+        ))
+    })?;
+    let name = String::from_utf8_lossy(name);
+    let name = crate::any::Any::from(&*name);
+    let r = f.call(&[name.as_view()])?;
+    let code = r.as_view().as_i64().ok_or_else(|| {
+        Error::type_error(format!(
+            "{CUSTOM_CODE_FN} returned {} for custom dtype `{shown}`, expected an int type code",
+            r.as_view().type_key()
+        ))
+    })?;
+    match u8::try_from(code) {
+        Ok(c) if c >= CUSTOM_CODE_BEGIN => Ok(c),
+        _ => Err(Error::value_error(format!(
+            "{CUSTOM_CODE_FN} returned {code} for custom dtype `{shown}`: custom type codes are \
+             {CUSTOM_CODE_BEGIN} to 255"
+        ))),
+    }
+}
+
+/// The name `dtype.get_custom_type_name` gives the custom type code `code`.
+fn custom_name(code: u8) -> Result<String, Error> {
+    let f = crate::reflection::global_function(CUSTOM_NAME_FN).ok_or_else(|| {
+        Error::value_error(format!(
+            "Function {CUSTOM_NAME_FN} not found: it names custom dtype code {code}"
+        ))
+    })?;
+    let r = f.call(&[AnyView::from(i64::from(code))])?;
+    let name = r.as_view().as_str().map(str::to_owned);
+    name.ok_or_else(|| {
+        Error::type_error(format!(
+            "{CUSTOM_NAME_FN} returned {} for type code {code}, expected a str",
+            r.as_view().type_key()
+        ))
     })
 }
 
@@ -242,8 +302,6 @@ impl Parser<'_> {
             (kDLOpaqueHandle, 64, 6)
         } else if s.starts_with(b"bfloat") {
             (kDLBfloat, 16, 6)
-        } else if s.starts_with(b"custom") {
-            return Err(self.custom_error());
         } else {
             return Err(self.unknown());
         };
@@ -370,33 +428,71 @@ impl Parser<'_> {
         Ok((negated as u16, end))
     }
 
-    /// The error for `custom...`: the bracket syntax is checked first, as upstream does, so that
-    /// malformed input gets the same message; well-formed input is refused for want of a registry.
-    fn custom_error(&self) -> String {
+    /// `custom[name]bits[xN]`: the bracket syntax is checked first, with upstream's messages;
+    /// then `dtype.get_custom_type_code` gives the code.
+    fn parse_custom(&self) -> Result<DLDataType, Error> {
         let rest = &self.s[b"custom".len()..];
         if rest.first() != Some(&b'[') {
-            return format!(
+            return Err(Error::value_error(format!(
                 "expected opening brace after 'custom' type in {}",
                 self.shown()
-            );
+            )));
         }
-        if !rest.contains(&b']') {
-            return format!(
+        let Some(close) = rest.iter().position(|&c| c == b']') else {
+            return Err(Error::value_error(format!(
                 "expected closing brace after 'custom' type in {}",
                 self.shown()
-            );
+            )));
+        };
+        let code = custom_code(&rest[1..close], &self.shown())?;
+        let pos = b"custom".len() + close + 1;
+        let (bits, pos) = self.digits(pos).map_err(Error::value_error)?;
+        if bits > u32::from(u8::MAX) {
+            return Err(Error::value_error(format!(
+                "Bits value {bits} is out of range for uint8_t in dtype '{}'",
+                self.shown()
+            )));
         }
-        format!(
-            "Function dtype.get_custom_type_code not found: custom dtype `{}` needs a registry of \
-             custom type names, and anyffi has none",
-            self.shown()
-        )
+        if bits == 0 {
+            return Err(Error::value_error(format!(
+                "custom dtype `{}` needs a bit count, as in `custom[{}]32`",
+                self.shown(),
+                String::from_utf8_lossy(&rest[1..close])
+            )));
+        }
+        let (lanes, pos) = self.lanes(pos, true).map_err(Error::value_error)?;
+        if pos != self.s.len() {
+            return Err(Error::value_error(self.unknown()));
+        }
+        Ok(DLDataType {
+            code,
+            bits: bits as u8,
+            lanes,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The tables compare messages: these shadow the glob-imported functions with the message of
+    // the error (its kind is ValueError throughout; custom dtypes are tested in the registry).
+    fn parse_dtype(s: &str) -> std::result::Result<DLDataType, String> {
+        super::parse_dtype(s).map_err(|e| e.message().into_owned())
+    }
+    fn parse_dtype_bytes(b: &[u8]) -> std::result::Result<DLDataType, String> {
+        super::parse_dtype_bytes(b).map_err(|e| {
+            assert_eq!(e.kind(), "ValueError");
+            e.message().into_owned()
+        })
+    }
+    fn try_dtype_to_string(t: DLDataType) -> std::result::Result<String, String> {
+        super::try_dtype_to_string(t).map_err(|e| {
+            assert_eq!(e.kind(), "ValueError");
+            e.message().into_owned()
+        })
+    }
 
     fn dt(code: u8, bits: u8, lanes: u16) -> DLDataType {
         DLDataType { code, bits, lanes }
@@ -734,11 +830,11 @@ mod tests {
         // Official: "Function dtype.get_custom_type_code not found".
         (
             "custom[foo]",
-            Err("Function dtype.get_custom_type_code not found: custom dtype `custom[foo]` needs a registry of custom type names, and anyffi has none"),
+            Err("Function dtype.get_custom_type_code not found: it names the type code of custom dtype `custom[foo]`"),
         ),
         (
             "custom[foo]32",
-            Err("Function dtype.get_custom_type_code not found: custom dtype `custom[foo]32` needs a registry of custom type names, and anyffi has none"),
+            Err("Function dtype.get_custom_type_code not found: it names the type code of custom dtype `custom[foo]32`"),
         ),
     ];
 
@@ -1054,12 +1150,12 @@ mod tests {
             let got = try_dtype_to_string(t);
             match want {
                 Ok(text) => assert_eq!(got.as_deref(), Ok(text), "{t:?}"),
-                // Custom codes: upstream says only "Function dtype.get_custom_type_name not
-                // found"; we say that and why.
+                // Custom codes with no naming function: upstream says only "Function
+                // dtype.get_custom_type_name not found"; we say that and what it is for.
                 Err(msg) if code >= CUSTOM_CODE_BEGIN => {
                     let got = got.unwrap_err();
                     assert!(got.starts_with(msg), "{t:?}: {got}");
-                    assert!(got.contains("no custom dtype registry"), "{t:?}: {got}");
+                    assert!(got.contains("it names custom dtype code"), "{t:?}: {got}");
                 }
                 Err(msg) => assert_eq!(got, Err(msg.to_owned()), "{t:?}"),
             }

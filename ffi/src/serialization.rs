@@ -380,8 +380,7 @@ impl GraphWriter {
             kTVMFFIInt => self.leaf(v, "int", Some(v.clone())),
             kTVMFFIFloat => self.leaf(v, "float", Some(v.clone())),
             kTVMFFIDataType => {
-                let text = crate::dtype::try_dtype_to_string(view.as_dtype().expect("a dtype"))
-                    .map_err(Error::value_error)?;
+                let text = crate::dtype::try_dtype_to_string(view.as_dtype().expect("a dtype"))?;
                 self.leaf(v, "DataType", Some(s(&text)))
             }
             kTVMFFIDevice => {
@@ -610,9 +609,7 @@ fn json_ints(v: &AnyView<'_>, want: &str) -> Result<Vec<i64>> {
 
 fn dtype_of(v: &AnyView<'_>) -> Result<Any> {
     let text = json_str(v)?;
-    crate::dtype::parse_dtype_bytes(&text)
-        .map(Any::from)
-        .map_err(Error::value_error)
+    crate::dtype::parse_dtype_bytes(&text).map(Any::from)
 }
 
 impl GraphReader {

@@ -129,8 +129,12 @@ pub fn dtype_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<DLDataType> {
         return Ok(t);
     }
     if let Some(s) = v.as_str() {
-        return anyffi::dtype::parse_dtype(s)
-            .map_err(|e| Error::value_error(format!("{func}: argument `{arg}`: {e}")));
+        return anyffi::dtype::parse_dtype(s).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!("{func}: argument `{arg}`: {}", e.message()),
+            )
+        });
     }
     Err(expected(func, arg, "DataType or dtype string", v))
 }

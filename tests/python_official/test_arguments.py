@@ -147,6 +147,25 @@ def test_dtype_fields() -> None:
     assert tvm_ffi.dtype("bfloat16").type_code == 4
 
 
+def test_custom_dtype_named_by_registered_functions() -> None:
+    # custom[name]: the library asks the global functions a user library (TVM) registers. The
+    # official library keeps the first functions it finds for the process, so these are
+    # registered once here and stay (no other test uses custom dtypes).
+    names = {"posit": 150}
+    tvm_ffi.register_global_func("dtype.get_custom_type_code", lambda name: names[name], override=True)
+    tvm_ffi.register_global_func(
+        "dtype.get_custom_type_name", lambda code: {v: k for k, v in names.items()}[code], override=True
+    )
+    dt = tvm_ffi.dtype("custom[posit]32")
+    assert (dt.type_code, dt.bits, dt.lanes) == (150, 32, 1)
+    # as text from the library: the lanes but (as upstream prints it) not the bits
+    assert str(echo(tvm_ffi.dtype("custom[posit]16x4"))) == "custom[posit]x4"
+    assert (echo(dt).type_code, echo(dt).bits) == (150, 32)
+    # an error of the naming function comes back with its kind
+    with pytest.raises(KeyError):
+        tvm_ffi.dtype("custom[other]32")
+
+
 def test_c_void_p_round_trip() -> None:
     r = echo(ctypes.c_void_p(0x1234))
     assert isinstance(r, ctypes.c_void_p)

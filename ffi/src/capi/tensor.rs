@@ -134,7 +134,7 @@ pub unsafe extern "C" fn TVMFFIDataTypeFromString(
         let out = non_null(out, "TVMFFIDataTypeFromString", "out")? as *mut DLDataType;
         // SAFETY: the caller passes a valid byte array.
         let s = unsafe { byte_array_arg(input, "TVMFFIDataTypeFromString", "str") }?;
-        let t = crate::dtype::parse_dtype_bytes(s).map_err(Error::value_error)?;
+        let t = crate::dtype::parse_dtype_bytes(s)?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = t };
         Ok(())
@@ -151,8 +151,7 @@ pub unsafe extern "C" fn TVMFFIDataTypeToString(
         let out = non_null(out, "TVMFFIDataTypeToString", "out")? as *mut TVMFFIAny;
         let dtype = non_null(dtype, "TVMFFIDataTypeToString", "dtype")?;
         // SAFETY: valid dtype pointer supplied by the caller.
-        let text =
-            crate::dtype::try_dtype_to_string(unsafe { *dtype }).map_err(Error::value_error)?;
+        let text = crate::dtype::try_dtype_to_string(unsafe { *dtype })?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = Any::from(Str::from_content(text.as_bytes())).into_raw() };
         Ok(())
