@@ -112,6 +112,25 @@ CASE(opaque_passed_to_ffi_string) {
   TVMFFIObjectDecRef(o);
 }
 
+/* an ffi.String holds any bytes: ffi.String takes non-UTF-8 content (small, raw, heap) as is */
+CASE(ffi_string_non_utf8) {
+  void* f = get_global("ffi.String");
+  TVMFFIAny small = a_none();
+  small.type_index = kTVMFFISmallStr;
+  small.zero_padding = 3;
+  memcpy(&small.v_int64, "x\xff\xfe", 3);
+  TVMFFIAny args[3] = {small, a_raw("x\xc0\xaf long enough for a heap string"), a_none()};
+  TVMFFIByteArray b = {"\xed\xa0\x80 surrogate, heap", 19};
+  pr_rc("heap str", TVMFFIStringFromByteArray(&b, &args[2]));
+  for (int i = 0; i < 3; i++) {
+    TVMFFIAny rv;
+    pr_rc("ffi.String(non-UTF-8)", call(f, &args[i], 1, &rv));
+    pr_any_release("rv", &rv);
+  }
+  any_release(&args[2]);
+  TVMFFIObjectDecRef(f);
+}
+
 /* ---------------- AnyViewToOwnedAny ---------------- */
 static void a2o(const char* what, TVMFFIAny v) {
   TVMFFIAny out;

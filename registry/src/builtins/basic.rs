@@ -27,7 +27,13 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "ffi.String",
         "String(s): s itself as an ffi.String (the same object when it is one).",
         global::function_schema(&["ffi.String"], "ffi.String"),
-        |args| identity_cast(args, "ffi.String", "str", |v| v.as_str().is_some()),
+        // by type, not content: an ffi.String holds any bytes (as_str would refuse non-UTF-8)
+        |args| {
+            identity_cast(args, "ffi.String", "str", |v| {
+                use anyffi::abi::{kTVMFFIRawStr, kTVMFFISmallStr, kTVMFFIStr};
+                matches!(v.type_index(), kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr)
+            })
+        },
     );
     r.packed_schema(
         "ffi.Bytes",
