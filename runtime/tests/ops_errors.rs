@@ -689,3 +689,126 @@ fn outputs_that_write_an_element_twice_are_refused() {
         );
     }
 }
+
+/// The scalars run in float32: NaN, inf, and values that round to inf or (for eps and theta) to
+/// 0 there are refused, naming the argument; in-range values work.
+#[test]
+fn float_scalars_outside_float32_are_refused() {
+    let x = HostTensor::new(&[2, 2, 8], Dt::F32);
+    let y = HostTensor::new(&[2, 2, 8], Dt::F32);
+    let pos = HostTensor::new(&[2], Dt::I64);
+    let rope = |theta: f64| {
+        call(
+            "ops.rope",
+            &[y.view(), x.view(), pos.view(), AnyView::from(theta)],
+        )
+    };
+    for (theta, want) in [
+        (f64::NAN, "`theta` must be a finite number > 0, got NaN"),
+        (
+            f64::INFINITY,
+            "`theta` must be a finite number > 0, got inf",
+        ),
+        (-1.0, "`theta` must be a finite number > 0, got -1"),
+        (
+            1e39,
+            "`theta` = 1000000000000000000000000000000000000000 is out of the float32 range",
+        ),
+        (1e-50, "rounds to 0 in float32"),
+    ] {
+        expect_err(rope(theta), "ValueError", &["ops.rope: ", want]);
+    }
+    rope(1e4).unwrap();
+    let w = HostTensor::new(&[8], Dt::F32);
+    let norm = |eps: f64| {
+        call(
+            "ops.rms_norm",
+            &[y.view(), x.view(), w.view(), AnyView::from(eps)],
+        )
+    };
+    for (eps, want) in [
+        (f64::NAN, "`eps` must be a finite number >= 0, got NaN"),
+        (f64::INFINITY, "`eps` must be a finite number >= 0, got inf"),
+        (-1e-6, "`eps` must be a finite number >= 0"),
+        (1e39, "is out of the float32 range (it rounds to inf)"),
+        (1e-50, "`eps` = 0.00000"),
+    ] {
+        expect_err(norm(eps), "ValueError", &["ops.rms_norm: ", want]);
+    }
+    norm(0.0).unwrap();
+    norm(1e-6).unwrap();
+    let attn = |scale: f64| {
+        call(
+            "ops.self_attention",
+            &[y.view(), x.view(), x.view(), x.view(), AnyView::from(scale)],
+        )
+    };
+    for (scale, want) in [
+        (f64::NAN, "`scale` must be a finite number, got NaN"),
+        (
+            f64::NEG_INFINITY,
+            "`scale` must be a finite number, got -inf",
+        ),
+        (1e39, "is out of the float32 range"),
+    ] {
+        expect_err(attn(scale), "ValueError", &["ops.self_attention: ", want]);
+    }
+    attn(0.0).unwrap();
+    // an odd head size names `in`, the argument's name
+    let x7 = HostTensor::new(&[2, 2, 7], Dt::F32);
+    expect_err(
+        call(
+            "ops.rope",
+            &[x7.view(), x7.view(), pos.view(), AnyView::from(1e4)],
+        ),
+        "ValueError",
+        &["ops.rope: `in` must have an even head size"],
+    );
+}
+
+/// When the inputs agree with each other, a wrong output shape blames the output.
+#[test]
+fn wrong_output_shapes_blame_the_output() {
+    let x = HostTensor::new(&[2, 4], Dt::F32);
+    let w = HostTensor::new(&[3, 4], Dt::F32);
+    let y = HostTensor::new(&[2, 5], Dt::F32);
+    expect_err(
+        call("ops.linear", &[y.view(), x.view(), w.view(), AnyView::NONE]),
+        "ValueError",
+        &["ops.linear: `out` must have shape (M, N) = (2, 3), got (2, 5)"],
+    );
+    let (a, b) = (
+        HostTensor::new(&[2, 3], Dt::F32),
+        HostTensor::new(&[3, 4], Dt::F32),
+    );
+    let one = AnyView::from(1.0);
+    for (shape, want) in [
+        (
+            &[2, 5][..],
+            "ops.gemm: `c` must have shape (M, N) = (2, 4), got (2, 5)",
+        ),
+        (
+            &[3, 4][..],
+            "ops.gemm: `c` must have shape (M, N) = (2, 4), got (3, 4)",
+        ),
+        (
+            &[2, 2, 5][..],
+            "ops.gemm: `c` must have shape (B, M, N) = (2, 2, 4), got (2, 2, 5)",
+        ),
+    ] {
+        let c = HostTensor::new(shape, Dt::F32);
+        expect_err(
+            call("ops.gemm", &[c.view(), a.view(), b.view(), one, one]),
+            "ValueError",
+            &[want],
+        );
+    }
+    // inner dimensions that disagree still blame the operand
+    let b5 = HostTensor::new(&[5, 4], Dt::F32);
+    let c = HostTensor::new(&[2, 4], Dt::F32);
+    expect_err(
+        call("ops.gemm", &[c.view(), a.view(), b5.view(), one, one]),
+        "ValueError",
+        &["`b` must have shape (K, N) = (3, 4), got (5, 4)"],
+    );
+}

@@ -370,6 +370,16 @@ def test_linear_of_a_vector(with_bias):
     out = np.zeros(5, np.float32)
     ops.linear(anyffi.from_dlpack(x), w, b if with_bias else None, out=out)
     np.testing.assert_allclose(out, want, rtol=1e-5)
+    t = anyffi.from_dlpack(np.zeros(5, np.float32))
+    ops.linear(x, w, b if with_bias else None, out=t)
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5)
+    # an out of another rank is named as the user made it, whatever its kind
+    for bad in (np.zeros((1, 5), np.float32), anyffi.from_dlpack(np.zeros((1, 5), np.float32))):
+        with pytest.raises(ValueError, match=r"anyffi\.ops\.linear: `out` must be 1-D when `x` is, got shape \(1, 5\)"):
+            ops.linear(x, w, out=bad)
+    # a wrong N is blamed on out, not on the weight that agrees with x
+    with pytest.raises(ValueError, match=r"ops\.linear: `out` must have shape \(M, N\) = \(1, 5\), got \(1, 4\)"):
+        ops.linear(x, w, out=np.zeros(4, np.float32))
 
 
 @needs_global("ops.add", "ops.rearrange", "runtime.contiguous", "runtime.copy_")

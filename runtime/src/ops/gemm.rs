@@ -162,6 +162,13 @@ fn plan(
     };
     let what =
         |t: &TensorArg<'_>, s: &'static str, s3: &'static str| if t.ndim() == 3 { s3 } else { s };
+    let (ar, br) = (a.ndim() - 2, b.ndim() - 2);
+    if a.shape[ar + 1] == b.shape[br] && (a.shape[ar] != m || b.shape[br + 1] != n) {
+        // `a` and `b` agree with each other: it is `c` whose M or N is wrong
+        let mut want = c.shape[..nd - 2].to_vec();
+        want.extend([a.shape[ar], b.shape[br + 1]]);
+        c.expect_shape(if nd == 3 { "(B, M, N)" } else { "(M, N)" }, &want)?;
+    }
     a.expect_shape(what(a, "(M, K)", "(B, M, K)"), &with_batch(a, m, k))?;
     b.expect_shape(what(b, "(K, N)", "(B, K, N)"), &with_batch(b, k, n))?;
     let cuda = match target(OP, &[c, a, b])? {

@@ -150,6 +150,12 @@ fn plan(
         want.push(n);
         out.expect_shape("(M, N)", &want)?;
     }
+    if w.shape[1] == k && w.shape[0] != n {
+        // `weight` agrees with `in`: it is `out` whose N is wrong
+        let mut want = inp.shape[..nd - 1].to_vec();
+        want.push(w.shape[0]);
+        out.expect_shape("(M, N)", &want)?;
+    }
     w.expect_shape("(N, K)", &[n, k])?;
     if let Some(b) = bias {
         b.expect_same_dtype(inp)?;

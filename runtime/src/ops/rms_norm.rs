@@ -16,7 +16,8 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     let out = output_arg(OP, args, 0, "out")?;
     let inp = tensor_arg(OP, args, 1, "in")?;
     let w = tensor_arg(OP, args, 2, "weight")?;
-    let eps = float_arg(OP, args, 3, "eps")? as f32;
+    let eps64 = float_arg(OP, args, 3, "eps")?;
+    let eps = eps64 as f32;
     inp.expect_float()?;
     out.expect_same_dtype(&inp)?;
     if w.dtype != inp.dtype && w.dtype != DType::F32 {
@@ -41,9 +42,16 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     out.expect_same_or_disjoint(&inp)?;
     out.expect_no_overlap(&w)?;
     #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must fail the check too
-    if !(eps >= 0.0) {
+    if !(eps64 >= 0.0) || eps64.is_infinite() {
         return Err(Error::value_error(format!(
-            "{OP}: `eps` must be >= 0, got {eps}"
+            "{OP}: `eps` must be a finite number >= 0, got {eps64}"
+        )));
+    }
+    // the kernels run in float32: an eps that rounds to 0 there no longer guards all-zero rows
+    // (they become NaN), and one that rounds to inf zeroes every output
+    if eps.is_infinite() || (eps64 > 0.0 && eps == 0.0) {
+        return Err(Error::value_error(format!(
+            "{OP}: `eps` = {eps64} is out of the float32 range (it rounds to {eps})"
         )));
     }
     let tg = target(OP, &[&out, &inp, &w])?;

@@ -32,17 +32,23 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     pos.expect_contiguous()?;
     if d % 2 != 0 {
         return Err(Error::value_error(format!(
-            "{OP}: `x` must have an even head size d (its last dimension), got shape {}",
+            "{OP}: `in` must have an even head size d (its last dimension), got shape {}",
             inp.shape_str()
         )));
     }
     #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must fail the check too
-    if !(theta > 0.0) {
+    if !(theta > 0.0) || theta.is_infinite() {
         return Err(Error::value_error(format!(
-            "{OP}: `theta` must be > 0, got {theta}"
+            "{OP}: `theta` must be a finite number > 0, got {theta}"
         )));
     }
-    // the kernels run in float32: a theta that rounds to 0 there makes every angle inf/NaN
+    // the kernels run in float32: a theta that rounds to inf there gives wrong angles, and one
+    // that rounds to 0 makes every angle inf/NaN
+    if (theta as f32).is_infinite() {
+        return Err(Error::value_error(format!(
+            "{OP}: `theta` = {theta} is out of the float32 range"
+        )));
+    }
     if theta as f32 == 0.0 {
         return Err(Error::value_error(format!(
             "{OP}: `theta` = {theta} rounds to 0 in float32; it must be >= {:e}",

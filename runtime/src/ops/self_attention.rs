@@ -18,9 +18,14 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     let v = tensor_arg(OP, args, 3, "v")?;
     let scale64 = float_arg(OP, args, 4, "scale")?;
     let scale = scale64 as f32;
-    // the kernels run in float32: a finite scale past its range becomes inf and turns
-    // every score row into NaN (inf - inf in the softmax)
-    if scale64.is_finite() && !scale.is_finite() {
+    // NaN or inf (also a finite scale past the float32 range the kernels run in) turns every
+    // score row into NaN (inf - inf in the softmax)
+    if !scale64.is_finite() {
+        return Err(Error::value_error(format!(
+            "{OP}: `scale` must be a finite number, got {scale64}"
+        )));
+    }
+    if !scale.is_finite() {
         return Err(Error::value_error(format!(
             "{OP}: `scale` = {scale64} is out of the float32 range"
         )));
