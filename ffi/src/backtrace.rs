@@ -34,7 +34,7 @@
 //! emptied when it grows past `CACHE_MAX_ENTRIES` so that a long-running process cannot grow it
 //! without bound.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::{Arc, OnceLock};
 
@@ -368,11 +368,11 @@ impl AsRef<ResolvedFrame> for ResolvedFrame {
     }
 }
 
-type Cache = Mutex<HashMap<usize, Arc<[ResolvedFrame]>>>;
+type Cache = Mutex<BTreeMap<usize, Arc<[ResolvedFrame]>>>;
 
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+    CACHE.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
 /// The frames (innermost inlined call first) at instruction pointer `ip`, from the cache or

@@ -142,21 +142,21 @@ fn hook(name: &str, ti: i32) -> Option<TVMFFIAny> {
 /// runs, and a fresh engine otherwise.
 struct Reentry<T> {
     engine: AtomicPtr<T>,
-    thread: std::thread::ThreadId,
+    thread: usize,
 }
 
 impl<T> Reentry<T> {
     fn new(engine: &T) -> Arc<Self> {
         Arc::new(Reentry {
             engine: AtomicPtr::new(engine as *const T as *mut T),
-            thread: std::thread::current().id(),
+            thread: crate::thread_token(),
         })
     }
 
     /// The engine, while the hook that received it is still running on this thread.
     fn get(&self) -> Option<&T> {
         let p = self.engine.load(Ordering::Acquire);
-        if p.is_null() || std::thread::current().id() != self.thread {
+        if p.is_null() || crate::thread_token() != self.thread {
             return None;
         }
         // SAFETY: non-NULL only while the engine's `call_hook` runs on this thread, which keeps

@@ -50,3 +50,11 @@ pub use object::{make_object, Object, ObjectRef, ObjectType, WeakRef};
 pub use shape::{Shape, ShapeObj};
 pub use string::{Bytes, BytesObj, Str, StrObj};
 pub use tensor::{DLTensorArg, Tensor, TensorObj};
+
+/// An identity of the calling thread, unique among the threads alive, that allocates nothing.
+/// (`std::thread::current()` allocates a handle on threads that Rust did not start, such as a C
+/// program's main thread, and valgrind reports that handle as possibly lost at exit.)
+pub(crate) fn thread_token() -> usize {
+    thread_local!(static TOKEN: u8 = const { 0 });
+    TOKEN.with(|t| t as *const u8 as usize)
+}

@@ -247,7 +247,7 @@ pub fn bigint_decimal(words: &[i64]) -> String {
 /// The printer a hook's `fn_repr` re-enters while the hook runs (NULL afterwards).
 struct Reentry {
     printer: AtomicPtr<Printer>,
-    thread: std::thread::ThreadId,
+    thread: usize,
 }
 
 impl Printer {
@@ -539,13 +539,13 @@ impl Printer {
     fn call_hook(&self, hook: TVMFFIAny, v: &Any) -> Result<String> {
         let slot = Arc::new(Reentry {
             printer: AtomicPtr::new(self as *const Printer as *mut Printer),
-            thread: std::thread::current().id(),
+            thread: crate::thread_token(),
         });
         let inner = slot.clone();
         let show_addr = self.show_addr;
         let fn_repr = Function::from_typed("ffi.ReprPrint.fn_repr", move |x: Any| {
             let p = inner.printer.load(Ordering::Acquire);
-            if !p.is_null() && std::thread::current().id() == inner.thread {
+            if !p.is_null() && crate::thread_token() == inner.thread {
                 // SAFETY: non-NULL only while `call_hook` runs on this thread, which keeps the
                 // printer alive and never holds its cells borrowed across the hook.
                 unsafe { &*p }.repr(&x)

@@ -7,7 +7,7 @@
 //! two-level array of atomics that readers walk without taking a lock. Writers (registration,
 //! normally at load time) serialise on one mutex.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::LazyLock;
@@ -100,9 +100,9 @@ struct Column {
 }
 
 struct Writer {
-    key_to_index: HashMap<Box<str>, i32>,
+    key_to_index: BTreeMap<Box<str>, i32>,
     counter: i32,
-    columns: HashMap<Box<str>, *mut Column>,
+    columns: BTreeMap<Box<str>, *mut Column>,
 }
 
 struct Table {
@@ -174,9 +174,9 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     let table = Table {
         chunks: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CHUNKS],
         writer: Mutex::new(Writer {
-            key_to_index: HashMap::new(),
+            key_to_index: BTreeMap::new(),
             counter: kTVMFFIDynObjectBegin,
-            columns: HashMap::new(),
+            columns: BTreeMap::new(),
         }),
     };
     {

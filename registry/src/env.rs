@@ -3,7 +3,7 @@
 //! tables of modules.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::LazyLock;
@@ -339,7 +339,7 @@ pub fn custom_allocator() -> *mut TVMFFICustomAllocator {
 /// (name, address) pairs written into every library loaded as a module.
 pub static CONTEXT_SYMBOLS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// The system library's symbol map.
-pub static SYSTEM_LIB_SYMBOLS: LazyLock<Mutex<HashMap<String, usize>>> =
+pub static SYSTEM_LIB_SYMBOLS: LazyLock<Mutex<BTreeMap<String, usize>>> =
     LazyLock::new(Default::default);
 
 /// `TVMFFIEnvModRegisterSystemLibSymbol`: stores the symbol; warns when an address changes.

@@ -7,7 +7,7 @@
 //! called. Exported symbols are called with a NULL `self`, as the official loader does.
 
 use std::cell::UnsafeCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::LazyLock;
 
@@ -98,7 +98,7 @@ struct LibState {
     imports_lock: Mutex<()>,
     lib: Library,
     /// Lookups through `TVMFFIEnvModLookupFromImports`, kept alive here (results are borrowed).
-    import_cache: Mutex<HashMap<String, Function>>,
+    import_cache: Mutex<BTreeMap<String, Function>>,
 }
 
 // SAFETY: repr(C), header first, fixed static index.
@@ -187,7 +187,7 @@ fn make_module(lib: Library) -> Module {
         state: LibState {
             imports_lock: Mutex::new(()),
             lib,
-            import_cache: Mutex::new(HashMap::new()),
+            import_cache: Mutex::new(BTreeMap::new()),
         },
     };
     // SAFETY: a fresh malloc block of the block's size (malloc aligns to 16 >= 8).
@@ -497,8 +497,8 @@ impl ModuleObj {
         let (raw, unused) = {
             let mut cache = st.import_cache.lock();
             match cache.entry(name.to_string()) {
-                std::collections::hash_map::Entry::Occupied(e) => (e.get().as_raw(), Some(found)),
-                std::collections::hash_map::Entry::Vacant(v) => (v.insert(found).as_raw(), None),
+                std::collections::btree_map::Entry::Occupied(e) => (e.get().as_raw(), Some(found)),
+                std::collections::btree_map::Entry::Vacant(v) => (v.insert(found).as_raw(), None),
             }
         };
         drop(unused);
@@ -685,14 +685,33 @@ fn load_library_bin(
     Ok(modules.swap_remove(0))
 }
 
-static SYSTEM_LIBS: LazyLock<Mutex<HashMap<String, Module>>> = LazyLock::new(Default::default);
+/// A module kept for the life of the process, with the address of the block it lives in. A
+/// module's handle points past the C++ vtable pointer that starts its block (ours and C++ ones
+/// alike), so with the handle alone valgrind reports every kept module, and all it holds, as
+/// "possibly lost" at exit; the block address makes them reachable.
+pub struct KeptModule {
+    pub module: Module,
+    _block: usize,
+}
+
+impl KeptModule {
+    pub fn new(module: Module) -> Self {
+        let block = (module.as_raw() as usize).wrapping_sub(std::mem::size_of::<*const c_void>());
+        KeptModule {
+            module,
+            _block: block,
+        }
+    }
+}
+
+static SYSTEM_LIBS: LazyLock<Mutex<BTreeMap<String, KeptModule>>> = LazyLock::new(Default::default);
 
 /// The system library module for `prefix` (one per prefix, created on first use, as the
 /// official library does: context symbols, `__tvm_ffi__library_ctx` and an embedded
 /// `__tvm_ffi__library_bin` registered as system-library symbols are honoured).
 pub fn system_lib(prefix: &str) -> Result<Module> {
-    if let Some(m) = SYSTEM_LIBS.lock().get(prefix) {
-        return Ok(m.clone());
+    if let Some(k) = SYSTEM_LIBS.lock().get(prefix) {
+        return Ok(k.module.clone());
     }
     // Created without the lock: embedded modules run loaders (user code, which may ask for a
     // system library too). Two threads may both create it; the first one cached wins.
@@ -703,13 +722,14 @@ pub fn system_lib(prefix: &str) -> Result<Module> {
     let kept = SYSTEM_LIBS
         .lock()
         .entry(prefix.to_string())
-        .or_insert(m)
+        .or_insert_with(|| KeptModule::new(m))
+        .module
         .clone();
     Ok(kept)
 }
 
 /// Modules kept alive for the life of the process (`ffi.ModuleGlobalsAdd`).
-pub static MODULE_GLOBALS: Mutex<Vec<Module>> = Mutex::new(Vec::new());
+pub static MODULE_GLOBALS: Mutex<Vec<KeptModule>> = Mutex::new(Vec::new());
 
 /// `ffi.ModuleLoadFromFile(path)`: dispatches on the extension to `ffi.Module.load_from_file.<ext>`.
 pub fn load_from_file(path: &str) -> Result<Any> {

@@ -101,8 +101,8 @@ command -v valgrind >/dev/null 2>&1 || die "valgrind not found"
 vg_log="$build_dir/valgrind.log"
 out="$build_dir/valgrind-run.out"
 set +e
-valgrind --quiet --suppressions="$repo_root/tests/valgrind.supp" --leak-check=full --errors-for-leak-kinds=definite \
-  --show-leak-kinds=definite --error-exitcode=99 --log-file="$vg_log" \
+valgrind --quiet --suppressions="$repo_root/tests/valgrind.supp" --leak-check=full --errors-for-leak-kinds=definite,possible \
+  --show-leak-kinds=definite,possible --error-exitcode=99 --log-file="$vg_log" \
   "$bin" --no-fork "${filters[@]}" | tee "$out"
 rc=${PIPESTATUS[0]}
 set -e

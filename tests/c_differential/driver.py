@@ -192,8 +192,8 @@ def run_valgrind(names, jobs):
     shards = [names[i::jobs] for i in range(jobs)]
 
     def shard(i):
-        cmd = ["valgrind", "-q", "--suppressions=" + SUPP, "--leak-check=full", "--show-leak-kinds=definite",
-               "--errors-for-leak-kinds=definite", "--num-callers=30",
+        cmd = ["valgrind", "-q", "--suppressions=" + SUPP, "--leak-check=full", "--show-leak-kinds=definite,possible",
+               "--errors-for-leak-kinds=definite,possible", "--num-callers=30",
                "--log-file=" + os.path.join(vgdir, "ours.%p.log"), BIN, "forkeach", str(VG_TIMEOUT)] + shards[i]
         with open(os.path.join(vgdir, "shard%d.out" % i), "wb") as f:
             return subprocess.run(cmd, env=lib_env("ours"), cwd=OUT, stdout=f, stderr=subprocess.STDOUT).returncode

@@ -266,6 +266,43 @@ static int64_t at(DLTensor* t, const int64_t* idx) {
   return ((int64_t*)((char*)t->data + t->byte_offset))[off];
 }
 
+/* ops from C on runtime tensors, big enough for the worker threads and the plan cache (run under
+   valgrind by ./test: the pool, the cache and the tensors must leave nothing lost) */
+static void test_ops_from_c(void) {
+  static const int64_t xd[2] = {64, 256}, wd[2] = {512, 256}, yd[2] = {64, 512};
+  TVMFFIAny a[5], x, w, y, r;
+  DLTensor *dx, *dw, *dy;
+  int64_t i, j, k, rep;
+  int bad = 0;
+  TVMFFIAny xs = make_shape(2, xd), ws = make_shape(2, wd), ys = make_shape(2, yd);
+  a[1] = dtype_(2, 32); a[2] = dev_(1, 0);
+  a[0] = xs; x = ok("runtime.empty", a, 3);
+  a[0] = ws; w = ok("runtime.empty", a, 3);
+  a[0] = ys; y = ok("runtime.empty", a, 3);
+  if (g_case_failed) return;
+  dx = dl_of(x.v_obj); dw = dl_of(w.v_obj); dy = dl_of(y.v_obj);
+  for (i = 0; i < 64 * 256; ++i) ((float*)dx->data)[i] = (float)(i % 7) - 3.0f;
+  for (i = 0; i < 512 * 256; ++i) ((float*)dw->data)[i] = (float)(i % 5) * 0.25f;
+  for (rep = 0; rep < 3; ++rep) { /* the second and third calls reuse the cached plan */
+    a[0] = y; a[1] = x; a[2] = w; a[3] = none_();
+    r = ok("ops.linear", a, 4);
+    release(&r);
+  }
+  for (i = 0; i < 64; i += 9)
+    for (j = 0; j < 512; j += 37) {
+      double want = 0;
+      for (k = 0; k < 256; ++k)
+        want += (double)((float*)dx->data)[i * 256 + k] * ((float*)dw->data)[j * 256 + k];
+      if (((float*)dy->data)[i * 512 + j] != (float)want) bad = 1;
+    }
+  CHECK(!bad);
+  a[0] = y; a[1] = y; a[2] = y;
+  r = ok("ops.add", a, 3);
+  release(&r);
+  release(&x); release(&w); release(&y);
+  release(&xs); release(&ws); release(&ys);
+}
+
 static void test_tensor_vector(void) {
   static const int64_t dims[3] = {3, 4, 5}, vdims[2] = {6, 10}, order[3] = {2, 0, 1};
   TVMFFIAny shape = make_shape(3, dims), vshape = make_shape(2, vdims), oshape = make_shape(3, order);
@@ -386,6 +423,7 @@ int main(void) {
   run_case("round_trip_every_device", test_round_trip_every_device);
   run_case("device_and_memory_bad_inputs", test_device_and_memory_bad_inputs);
   run_case("tensor_vector", test_tensor_vector);
+  run_case("ops_from_c", test_ops_from_c);
   run_case("tensor_bad_inputs", test_tensor_bad_inputs);
   run_case("env_tensor_alloc_default", test_env_tensor_alloc_default);
   if (g_skipped)

@@ -19,7 +19,7 @@ g++ -std=c++17 -O1 -shared -fPIC "${inc[@]}" "$root/tests/kernel_lib/custom_modu
 # CXX_DRIVER_VALGRIND=1: the C++ driver only, under valgrind memcheck (thrown exceptions
 # included); any error or definite leak fails.
 if [[ "${CXX_DRIVER_VALGRIND:-0}" == 1 ]]; then
-  LD_LIBRARY_PATH="$libdir" valgrind -q --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+  LD_LIBRARY_PATH="$libdir" valgrind -q --leak-check=full --show-leak-kinds=definite,possible --errors-for-leak-kinds=definite,possible \
     --error-exitcode=9 --suppressions="$root/tests/valgrind.supp" "$out/cxx_driver" "$out/userlib.so" "$out/custom_module.so"
 else
   LD_LIBRARY_PATH="$libdir" "$out/cxx_driver" "$out/userlib.so" "$out/custom_module.so"

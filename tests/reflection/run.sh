@@ -57,5 +57,5 @@ if [[ $valgrind -eq 0 ]]; then
   exec "$build/test_reflection" "${args[@]}"
 fi
 command -v valgrind >/dev/null 2>&1 || die "valgrind not found"
-exec valgrind --quiet --suppressions="$repo/tests/valgrind.supp" --leak-check=full --errors-for-leak-kinds=definite \
-  --show-leak-kinds=definite --error-exitcode=99 "$build/test_reflection" --no-fork "${args[@]}"
+exec valgrind --quiet --suppressions="$repo/tests/valgrind.supp" --leak-check=full --errors-for-leak-kinds=definite,possible \
+  --show-leak-kinds=definite,possible --error-exitcode=99 "$build/test_reflection" --no-fork "${args[@]}"

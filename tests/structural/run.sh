@@ -29,7 +29,7 @@ official=0
 valgrind=()
 if [[ "${1:-}" == "--valgrind" ]]; then
   valgrind=(valgrind --quiet --suppressions="$repo/tests/valgrind.supp" --leak-check=full
-    --errors-for-leak-kinds=definite --error-exitcode=9)
+    --errors-for-leak-kinds=definite,possible --error-exitcode=9)
   shift
 fi
 if [[ "${1:-}" == "--record" ]]; then

@@ -6,7 +6,7 @@
 //! only binds arguments. Every failure is a TypeError in the official wording, since Python
 //! surfaces these messages to users as its own argument errors.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ struct InitPlan {
     traits: Vec<(bool, bool, bool)>,
     /// Positional order: init fields that are not keyword-only, required ones first.
     positional: Vec<usize>,
-    by_name: HashMap<String, usize>,
+    by_name: BTreeMap<String, usize>,
 }
 
 impl InitPlan {
@@ -84,7 +84,7 @@ impl InitPlan {
         let info = type_info(index)?;
         let fields = all_fields(info);
         let mut traits = Vec::with_capacity(fields.len());
-        let mut by_name = HashMap::new();
+        let mut by_name = BTreeMap::new();
         let mut required = Vec::new();
         let mut optional = Vec::new();
         for (i, f) in fields.iter().enumerate() {

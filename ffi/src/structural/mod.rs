@@ -284,7 +284,7 @@ pub fn dtype_word(d: DLDataType) -> u64 {
 /// pointee is only touched on the thread that runs the walk, while it runs (checked).
 pub(crate) struct WalkRef<T> {
     ptr: std::sync::atomic::AtomicPtr<T>,
-    thread: std::thread::ThreadId,
+    thread: usize,
 }
 
 // SAFETY: the pointer is dereferenced only on `thread`, checked at each use.
@@ -296,14 +296,14 @@ impl<T> WalkRef<T> {
     pub(crate) fn new(p: *const T) -> Self {
         WalkRef {
             ptr: std::sync::atomic::AtomicPtr::new(p as *mut T),
-            thread: std::thread::current().id(),
+            thread: crate::thread_token(),
         }
     }
 
     /// The walk, while it runs on this thread.
     pub(crate) fn get(&self, what: &str) -> Result<&T> {
         let p = self.ptr.load(std::sync::atomic::Ordering::Acquire);
-        if p.is_null() || std::thread::current().id() != self.thread {
+        if p.is_null() || crate::thread_token() != self.thread {
             return Err(Error::runtime_error(format!(
                 "{what}: the callback was called outside the traversal that created it"
             )));

@@ -82,8 +82,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "Keeps a module alive for the life of the process.",
         |m: Module| {
             let mut g = module::MODULE_GLOBALS.lock();
-            if !g.iter().any(|x| x.same_as(&m)) {
-                g.push(m);
+            if !g.iter().any(|x| x.module.same_as(&m)) {
+                g.push(module::KeptModule::new(m));
             }
         },
     );
@@ -91,7 +91,9 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "ffi.ModuleGlobalsRemove",
         "Releases a module kept by ModuleGlobalsAdd.",
         |m: Module| {
-            module::MODULE_GLOBALS.lock().retain(|x| !x.same_as(&m));
+            module::MODULE_GLOBALS
+                .lock()
+                .retain(|x| !x.module.same_as(&m));
         },
     );
     r.packed(

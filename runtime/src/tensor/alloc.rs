@@ -2,7 +2,7 @@
 //! the storage owner that frees through the device runtime, and the DLPack managed-tensor
 //! allocator installed as the process-wide default behind `TVMFFIEnvTensorAlloc`.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -16,7 +16,7 @@ use crate::device::{resolve, DeviceRuntime};
 /// Storage of live tensors, as (device type, device id, address): `runtime.free_device` and
 /// `runtime.free_host` refuse these, since the tensor frees its storage when its last view dies
 /// (freeing it by hand let the allocator hand the same block to a second tensor).
-static LIVE_STORAGE: parking_lot::Mutex<Option<HashSet<(i32, i32, usize)>>> =
+static LIVE_STORAGE: parking_lot::Mutex<Option<BTreeSet<(i32, i32, usize)>>> =
     parking_lot::Mutex::new(None);
 
 /// Whether `ptr` on `device` is the storage of a live tensor.
@@ -118,7 +118,7 @@ pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> Result<Tenso
     if !ptr.is_null() {
         LIVE_STORAGE
             .lock()
-            .get_or_insert_with(HashSet::new)
+            .get_or_insert_with(BTreeSet::new)
             .insert((device.device_type, device.device_id, ptr as usize));
     }
     let storage = Box::new(Storage {
