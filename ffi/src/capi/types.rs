@@ -18,8 +18,13 @@ pub unsafe extern "C" fn TVMFFITypeKeyToIndex(
         let out = non_null(out, "TVMFFITypeKeyToIndex", "out")? as *mut i32;
         // SAFETY: the caller passes a valid byte array.
         let key = unsafe { str_arg(type_key, "TVMFFITypeKeyToIndex", "type_key") }?;
-        let ti = type_table::key_to_index(key)
-            .ok_or_else(|| Error::new("InternalError", format!("Cannot find type `{key}`")))?;
+        // the official library's wording (its lookup check), which callers may match on
+        let ti = type_table::key_to_index(key).ok_or_else(|| {
+            Error::new(
+                "InternalError",
+                format!("Check failed: (it != type_key2index_.end()) is false: Cannot find type `{key}`"),
+            )
+        })?;
         // SAFETY: checked non-null out-parameter.
         unsafe { *out = ti };
         Ok(())
