@@ -1,7 +1,8 @@
 //! bench/runtime_alloc: allocation + release of 4 KiB … 64 MiB blocks through the runtime's CPU
 //! caching allocator versus the system allocator (libc malloc/free), touching the first byte of
 //! each block, as a tensor's first write would. Prints the median time per alloc+free pair of
-//! repeated runs and the ratio ours/system (below 1 means ours is faster).
+//! repeated runs and the ratio ours/system (below 1 means ours is faster); then 4 KiB pairs again
+//! with 1,000 and 100,000 other blocks live, which the allocator's live map must not slow down.
 //!
 //! Run: `cargo bench -p anyffi-runtime --bench runtime_alloc` (add `-- --quick` for fewer runs).
 
@@ -75,6 +76,34 @@ fn main() {
         }
         let (a, b) = (median(a), median(b));
         println!("{label:>8}  {a:>12.1}  {b:>12.1}  {:>10.2}", a / b);
+    }
+    // The live-block map with many blocks live (a model's weights): 4 KiB pairs again.
+    for live in [1_000usize, 100_000] {
+        let kept: Vec<*mut u8> = (0..live)
+            .map(|_| CPU_ALLOCATOR.alloc(64).expect("allocation"))
+            .collect();
+        let held: Vec<*mut u8> = (0..live)
+            // SAFETY: plain malloc, freed below.
+            .map(|_| unsafe { libc::malloc(64) } as *mut u8)
+            .collect();
+        time_per_op(20_000, || ours(4 << 10));
+        let mut a = Vec::with_capacity(runs);
+        let mut b = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            a.push(time_per_op(20_000, || ours(4 << 10)));
+            b.push(time_per_op(20_000, || system(4 << 10)));
+        }
+        let (a, b) = (median(a), median(b));
+        let label = format!("{live} live");
+        println!("{label:>12}  {a:>8.1}  {b:>12.1}  {:>10.2}", a / b);
+        for p in kept {
+            // SAFETY: blocks allocated above, freed once.
+            unsafe { CPU_ALLOCATOR.free(p) }.expect("free");
+        }
+        for p in held {
+            // SAFETY: blocks from malloc above, freed once.
+            unsafe { libc::free(p as *mut libc::c_void) };
+        }
     }
     let s = CPU_ALLOCATOR.stats();
     println!(

@@ -21,6 +21,7 @@ pub mod dataclass;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod flat_map;
 pub mod function;
 pub mod hash;
 pub mod json;

@@ -186,24 +186,81 @@ pub(crate) fn in_fn(func: &str, e: Error) -> Error {
 }
 
 /// Registers the packed function `name` with `doc`; errors raised inside name the function.
+/// `doc` starts with the signature, `name(arg: Type, ...) -> Type: what it does`, from which the
+/// type schema of its metadata is made, as for the library's typed functions.
 pub(crate) fn def<F>(name: &'static str, doc: &str, f: F) -> Result<()>
 where
     F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
 {
     let function = Function::from_packed(move |args| f(args).map_err(|e| in_fn(name, e)));
+    let schema = doc_schema(doc).unwrap_or_else(|| "{\"type\":\"ffi.Function\"}".into());
     let entry = GlobalEntry {
         function,
         doc: doc.into(),
-        metadata: String::new(),
+        metadata: anyffi_registry::global::metadata_json(&schema),
         flags: anyffi::abi::kTVMFFIFieldFlagBitMaskIsStaticMethod,
     };
     register_global(name, entry, false)
+}
+
+/// The type schema of the signature that starts `doc` (`f(a: Device, b: void*) -> int: ...`);
+/// `A|B` is a Variant. None when `doc` has no signature.
+fn doc_schema(doc: &str) -> Option<String> {
+    let open = doc.find('(')?;
+    let close = open + doc[open..].find(") -> ")?;
+    let ret = doc[close + 5..].split(':').next()?.trim();
+    let ty = |t: &str| {
+        let t = t.trim();
+        if t.contains('|') {
+            let alts: Vec<&str> = t
+                .split('|')
+                .map(|a| match a.trim() {
+                    "str" => "ffi.String",
+                    "Tensor" => "ffi.Tensor",
+                    a => a,
+                })
+                .collect();
+            format!("Variant<{}>", alts.join(", "))
+        } else {
+            t.to_string()
+        }
+    };
+    let params = doc[open + 1..close].trim();
+    let mut types = Vec::new();
+    if !params.is_empty() {
+        for p in params.split(", ") {
+            types.push(ty(p.split_once(':')?.1));
+        }
+    }
+    let types: Vec<&str> = types.iter().map(String::as_str).collect();
+    Some(anyffi_registry::global::function_schema(&types, &ty(ret)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use anyffi::Shape;
+
+    #[test]
+    fn signatures_in_docs_become_type_schemas() {
+        assert_eq!(
+            doc_schema("free_device(device: Device, ptr: void*) -> None: releases memory").unwrap(),
+            "{\"type\":\"ffi.Function\",\"named_args\":{\"return\":[{\"type\":\"None\"}],\
+             \"params\":[{\"type\":\"Device\"},{\"type\":\"void*\"}]}}"
+        );
+        assert_eq!(
+            doc_schema("get_device() -> Device: the current device").unwrap(),
+            "{\"type\":\"ffi.Function\",\"named_args\":{\"return\":[{\"type\":\"Device\"}],\
+             \"params\":[]}}"
+        );
+        assert!(doc_schema("copy_(dst: Tensor|DLTensor*, src: DataType|str) -> None: x")
+            .unwrap()
+            .contains(
+                "{\"type\":\"Variant\",\"args\":[{\"type\":\"ffi.Tensor\"},{\"type\":\"DLTensor*\"}]},\
+                 {\"type\":\"Variant\",\"args\":[{\"type\":\"DataType\"},{\"type\":\"ffi.String\"}]}"
+            ));
+        assert!(doc_schema("no signature here").is_none());
+    }
 
     #[test]
     fn converters_name_function_and_argument() {

@@ -525,3 +525,28 @@ fn empty_cache_releases_cpu_blocks() {
     let released = ok("runtime.empty_cache", &[c.into()]).get::<i64>().unwrap();
     assert!(released >= 3_000_001, "released {released}");
 }
+
+/// Every runtime.* function describes its signature in its metadata, as typed functions do.
+#[test]
+fn runtime_functions_carry_type_schemas() {
+    ok("runtime.get_device", &[]); // the runtime is registered
+    let names: Vec<String> = anyffi_registry::global::global_names()
+        .into_iter()
+        .filter(|n| n.starts_with("runtime."))
+        .collect();
+    assert!(names.len() >= 20, "{names:?}");
+    for n in &names {
+        let e = anyffi_registry::global::get_entry(n).unwrap();
+        assert!(
+            e.metadata.starts_with("{\"type_schema\":") && e.metadata.contains("named_args"),
+            "{n}: {}",
+            e.metadata
+        );
+    }
+    let e = anyffi_registry::global::get_entry("runtime.malloc_device").unwrap();
+    assert!(
+        e.metadata.contains(r#"\"return\":[{\"type\":\"void*\"}],\"params\":[{\"type\":\"Device\"},{\"type\":\"int\"}]"#),
+        "{}",
+        e.metadata
+    );
+}

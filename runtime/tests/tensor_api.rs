@@ -218,6 +218,47 @@ fn tensor_storage_is_not_free_device_memory() {
     ok("runtime.free_device", &[cpu().into(), AnyView::from(q)]);
 }
 
+/// A double free of a raw block racing another thread's tensor allocations: the second free
+/// is refused, or finds the block free again, but never frees a block a tensor took in between
+/// (the check and the free were not atomic with the tensor's allocation and registration:
+/// thousands of tensors per second lost their storage).
+#[test]
+fn double_free_racing_tensor_allocation_never_frees_a_tensor() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = AtomicBool::new(false);
+    let (wrong, checked) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let raw = ok("runtime.malloc_device", &[cpu().into(), 64i64.into()]);
+                let q: *mut c_void = raw.get().unwrap();
+                ok("runtime.free_device", &[cpu().into(), AnyView::from(q)]);
+                if call("runtime.free_device", &[cpu().into(), AnyView::from(q)]).is_ok() {
+                    wrong.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                // 64 bytes: the raw block's size class
+                let t = empty(&[8], i64_dtype(), cpu());
+                // SAFETY: a live CPU tensor of 8 int64.
+                unsafe { std::ptr::write_bytes(t.dl_tensor.data as *mut u8, 7, 64) };
+                drop(t);
+                checked.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(checked.load(Ordering::Relaxed) > 1000);
+    assert_eq!(
+        wrong.load(Ordering::Relaxed),
+        0,
+        "second frees that succeeded"
+    );
+}
+
 #[test]
 fn borrowed_dltensor_arguments() {
     let src = arange_i64(&[2, 3]);

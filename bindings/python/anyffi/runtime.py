@@ -28,14 +28,21 @@ def _dev(d: DeviceLike) -> Device:
     return device(d)
 
 
-def _ptr(p: Any) -> ctypes.c_void_p:
+def _ptr(func: str, name: str, p: Any) -> ctypes.c_void_p:
+    """``p`` as a pointer, or an error naming the function and argument."""
     if isinstance(p, ctypes.c_void_p):
         return p
     if isinstance(p, Tensor):
         return ctypes.c_void_p(p.data_ptr)
-    if p is None or isinstance(p, int):
+    if p is None:
+        return ctypes.c_void_p(None)
+    if isinstance(p, int) and not isinstance(p, bool):
+        if not 0 <= p < 1 << 64:  # ctypes would wrap it silently
+            raise ValueError(f"anyffi.runtime.{func}: `{name}` = {p} is not an address (0 to 2**64 - 1)")
         return ctypes.c_void_p(p)
-    raise TypeError(f"expected a pointer (ctypes.c_void_p or int), got {type(p).__name__}")
+    raise TypeError(
+        f"anyffi.runtime.{func}: `{name}` must be a pointer (int, ctypes.c_void_p or None), got {type(p).__name__}"
+    )
 
 
 def _call(name: str, *args: Any) -> Any:
@@ -69,7 +76,10 @@ def _same_ro(src: Any, out: Tensor) -> Tensor:
 
 def device_count(device_type: Union[str, int]) -> int:
     """How many devices of this type exist (0 when the backend is missing)."""
-    dt = device(device_type).device_type if isinstance(device_type, str) else int(device_type)
+    if isinstance(device_type, str):
+        dt = device(device_type).device_type
+    else:
+        dt = _int("device_count", "device_type", device_type)
     return _call("device_count", dt)
 
 
@@ -86,11 +96,11 @@ def stream_create(d: DeviceLike) -> ctypes.c_void_p:
 
 
 def stream_destroy(d: DeviceLike, stream: Any) -> None:
-    _call("stream_destroy", _dev(d), _ptr(stream))
+    _call("stream_destroy", _dev(d), _ptr("stream_destroy", "stream", stream))
 
 
 def stream_synchronize(d: DeviceLike, stream: Any) -> None:
-    _call("stream_synchronize", _dev(d), _ptr(stream))
+    _call("stream_synchronize", _dev(d), _ptr("stream_synchronize", "stream", stream))
 
 
 def malloc_device(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
@@ -98,7 +108,7 @@ def malloc_device(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
 
 
 def free_device(d: DeviceLike, ptr: Any) -> None:
-    _call("free_device", _dev(d), _ptr(ptr))
+    _call("free_device", _dev(d), _ptr("free_device", "ptr", ptr))
 
 
 def malloc_host(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
@@ -106,21 +116,27 @@ def malloc_host(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
 
 
 def free_host(d: DeviceLike, ptr: Any) -> None:
-    _call("free_host", _dev(d), _ptr(ptr))
+    _call("free_host", _dev(d), _ptr("free_host", "ptr", ptr))
 
 
 def memcpy(dst: Any, src: Any, nbytes: int, kind: int) -> None:
-    _call("memcpy", _ptr(dst), _ptr(src), _int("memcpy", "nbytes", nbytes), _int("memcpy", "kind", kind))
+    _call(
+        "memcpy",
+        _ptr("memcpy", "dst", dst),
+        _ptr("memcpy", "src", src),
+        _int("memcpy", "nbytes", nbytes),
+        _int("memcpy", "kind", kind),
+    )
 
 
 def memcpy_async(dst: Any, src: Any, nbytes: int, kind: int, stream: Any) -> None:
     _call(
         "memcpy_async",
-        _ptr(dst),
-        _ptr(src),
+        _ptr("memcpy_async", "dst", dst),
+        _ptr("memcpy_async", "src", src),
         _int("memcpy_async", "nbytes", nbytes),
         _int("memcpy_async", "kind", kind),
-        _ptr(stream),
+        _ptr("memcpy_async", "stream", stream),
     )
 
 

@@ -27,6 +27,21 @@ def rand(*shape, dtype="float32"):
 def test_device_count():
     assert runtime.device_count("cpu") == 1
     assert runtime.device_count(2) >= 0
+    with pytest.raises(TypeError, match=r"anyffi\.runtime\.device_count: `device_type` must be an int, got float"):
+        runtime.device_count(2.5)
+
+
+@needs_global("runtime.free_device", "runtime.memcpy")
+def test_pointer_arguments_are_checked_and_named():
+    with pytest.raises(ValueError, match=r"anyffi\.runtime\.free_device: `ptr` = 18446744073709551616 is not an address"):
+        runtime.free_device("cpu", 2**64)
+    with pytest.raises(ValueError, match=r"`ptr` = -1 is not an address"):
+        runtime.free_device("cpu", -1)
+    with pytest.raises(TypeError, match=r"anyffi\.runtime\.memcpy: `src` must be a pointer \(int, ctypes\.c_void_p or None\), got str"):
+        runtime.memcpy(0, "x", 0, 0)
+    with pytest.raises(TypeError, match=r"`dst` must be a pointer"):
+        runtime.memcpy(True, 0, 0, 0)
+    runtime.free_device("cpu", None)  # NULL: nothing to free
 
 
 @needs_global("runtime.malloc_host", "runtime.free_host", "runtime.memcpy")

@@ -96,8 +96,8 @@ impl DeviceRuntime for CpuRuntime {
             device_id,
         };
         // the tensor frees it when its last view dies (`Storage::drop` leaves the live set
-        // before it calls us)
-        crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
+        // before it calls us); the guard keeps that so until the block is freed
+        let _live = crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
         // SAFETY: not the storage of a live tensor (checked above); any other block of the
         // allocator is only reachable through raw pointers, whose users vouch for them.
         unsafe { CPU_ALLOCATOR.free(ptr as *mut u8) }

@@ -184,13 +184,16 @@ impl CudaRuntime {
         Ok(())
     }
 
-    fn untrack(&self, ptr: *mut c_void, host: bool) -> Result<(i32, usize)> {
+    fn untrack(&self, device_id: i32, ptr: *mut c_void, host: bool) -> Result<(i32, usize)> {
         let mut allocs = self.allocations.lock();
         match allocs.get(&(ptr as usize)) {
-            Some(&(dev, h)) if h == host => {
+            Some(&(dev, h)) if h == host && dev == device_id => {
                 allocs.remove(&(ptr as usize));
                 Ok((dev, ptr as usize))
             }
+            Some(&(dev, h)) if h == host => Err(Error::value_error(format!(
+                "cannot free {ptr:p} on cuda:{device_id}: it was allocated on cuda:{dev}"
+            ))),
             _ => Err(Error::value_error(format!(
                 "cannot free {ptr:p}: it was not allocated by runtime.{} on cuda or was already freed",
                 if host { "malloc_host" } else { "malloc_device" }
@@ -279,8 +282,9 @@ impl DeviceRuntime for CudaRuntime {
             device_type: kDLCUDA,
             device_id,
         };
-        crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
-        let (dev, addr) = self.untrack(ptr, false)?;
+        // held until the block is freed: no tensor can take it in between
+        let _live = crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
+        let (dev, addr) = self.untrack(device_id, ptr, false)?;
         self.bind(dev)?;
         // SAFETY: a live allocation of ours, just untracked, freed once.
         let rc = unsafe { sys::cuMemFree_v2(addr as sys::CUdeviceptr) };
@@ -304,7 +308,7 @@ impl DeviceRuntime for CudaRuntime {
         if ptr.is_null() {
             return Ok(());
         }
-        let (dev, addr) = self.untrack(ptr, true)?;
+        let (dev, addr) = self.untrack(device_id, ptr, true)?;
         self.bind(dev)?;
         // SAFETY: a live pinned allocation of ours, just untracked, freed once.
         let rc = unsafe { sys::cuMemFreeHost(addr as *mut c_void) };

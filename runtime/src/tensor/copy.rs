@@ -305,9 +305,11 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
     // Check both devices exist before touching memory.
     resolve(dst.device)?;
     resolve(src.device)?;
-    if elem == 0 {
-        // A sub-byte dtype (both sides compact, checked above): `host_copy` moves whole
-        // elements of `elem` bytes, i.e. nothing. Read the source's bytes first (so overlapping
+    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.80
+    if bits % 8 != 0 {
+        // A dtype whose elements are not whole bytes (int4, int12, int4x3, float6_e2m3fnx2;
+        // both sides compact, checked above): `host_copy` moves whole elements of `bits / 8`
+        // bytes, i.e. nothing or too little. Read the source's bytes first (so overlapping
         // views of one storage come out as numpy's copyto), then write whole bytes; the last
         // byte, when the elements end inside it, keeps dst's bits past the last element
         // (DLPack packs sub-byte elements little bit-endian), since a view of a larger tensor
@@ -666,6 +668,36 @@ mod tests {
                 [0x32, 0x34, 0x54, 0x76],
                 "as_device {as_device}"
             );
+            // elements of 12 bits (int12, int4x3): 4 of them are 6 whole bytes; 3 end mid-byte
+            for dt in [(0u8, 12u8, 1u16), (0, 4, 3), (0, 6, 2)] {
+                let dt = DLDataType {
+                    code: dt.0,
+                    bits: dt.1,
+                    lanes: dt.2,
+                };
+                let (dst, src) = (empty(&[4], dt, cpu).unwrap(), empty(&[4], dt, cpu).unwrap());
+                set(&src, &[1, 2, 3, 4, 5, 6]);
+                set(&dst, &[0; 6]);
+                // SAFETY: two live CPU tensors.
+                unsafe { copy_impl(&dst.dl_tensor, &src.dl_tensor, as_device) }.unwrap();
+                assert_eq!(
+                    bytes(&dst, 6),
+                    [1, 2, 3, 4, 5, 6],
+                    "{dt:?} as_device {as_device}"
+                );
+                let big = empty(&[4], dt, cpu).unwrap();
+                set(&big, &[0; 6]);
+                let d3 = slice(&big, 0, 0, 3).unwrap();
+                let s3 = slice(&src, 0, 0, 3).unwrap();
+                set(&big, &[0xEE; 6]);
+                // SAFETY: two live CPU views.
+                unsafe { copy_impl(&d3.dl_tensor, &s3.dl_tensor, as_device) }.unwrap();
+                assert_eq!(
+                    bytes(&big, 6),
+                    [1, 2, 3, 4, 0xE5, 0xEE],
+                    "{dt:?} as_device {as_device}"
+                );
+            }
         }
     }
 
