@@ -317,6 +317,16 @@ impl<'a> AnyView<'a> {
         }
     }
 
+    /// String content (SmallStr, Str or RawStr) as bytes, valid UTF-8 or not (an `ffi.String`
+    /// holds any bytes).
+    pub fn as_str_bytes(&self) -> Option<&[u8]> {
+        match self.raw.type_index {
+            // SAFETY: as for as_str.
+            kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr => unsafe { raw_any_bytes(&self.raw) },
+            _ => None,
+        }
+    }
+
     /// Bytes content (SmallBytes, Bytes or ByteArrayPtr).
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self.raw.type_index {

@@ -19,9 +19,9 @@
 //! and `dtype.get_custom_type_name(code) -> str` when printing. Without them, they are the
 //! upstream "Function ... not found" ValueError; an error the function raises reaches the caller
 //! with its own kind. Printing follows upstream, which writes a custom dtype's lanes but not its
-//! bits (`custom[foo]x2`). Here again we refuse what upstream would store silently: a code
-//! outside 129..=255 (upstream truncates it to 8 bits) and a custom dtype written without a bit
-//! count (upstream leaves the bits uninitialised).
+//! bits (`custom[foo]x2`); a custom dtype written without bits has 32, upstream's default, so
+//! printed text parses back (as 32 bits). Here again we refuse what upstream would store
+//! silently: a code outside 129..=255 (upstream truncates it to 8 bits).
 
 use std::borrow::Cow;
 
@@ -128,8 +128,8 @@ fn custom_code(name: &[u8], shown: &str) -> Result<u8, Error> {
             "Function {CUSTOM_CODE_FN} not found: it names the type code of custom dtype `{shown}`"
         ))
     })?;
-    let name = String::from_utf8_lossy(name);
-    let name = crate::any::Any::from(&*name);
+    // the name's bytes as written (an ffi.String holds any bytes)
+    let name = crate::any::Any::from(crate::string::Str::from_content(name));
     let r = f.call(&[name.as_view()])?;
     let code = r.as_view().as_i64().ok_or_else(|| {
         Error::type_error(format!(
@@ -154,7 +154,10 @@ fn custom_name(code: u8) -> Result<String, Error> {
         ))
     })?;
     let r = f.call(&[AnyView::from(i64::from(code))])?;
-    let name = r.as_view().as_str().map(str::to_owned);
+    let name = r
+        .as_view()
+        .as_str_bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned());
     name.ok_or_else(|| {
         Error::type_error(format!(
             "{CUSTOM_NAME_FN} returned {} for type code {code}, expected a str",
@@ -453,20 +456,15 @@ impl Parser<'_> {
                 self.shown()
             )));
         }
-        if bits == 0 {
-            return Err(Error::value_error(format!(
-                "custom dtype `{}` needs a bit count, as in `custom[{}]32`",
-                self.shown(),
-                String::from_utf8_lossy(&rest[1..close])
-            )));
-        }
         let (lanes, pos) = self.lanes(pos, true).map_err(Error::value_error)?;
         if pos != self.s.len() {
             return Err(Error::value_error(self.unknown()));
         }
         Ok(DLDataType {
             code,
-            bits: bits as u8,
+            // none written (or 0): 32, upstream's default for every dtype, so that what the
+            // printer writes (no bits for custom dtypes) parses back
+            bits: if bits == 0 { 32 } else { bits as u8 },
             lanes,
         })
     }

@@ -61,7 +61,11 @@ fn custom_dtypes_go_through_the_registered_functions() {
         dt(150, 8, 65534)
     );
     // printed as upstream prints it: lanes, but no bits (the float8 names' rule covers codes
-    // above them too)
+    // above them too); without bits (or 0) a dtype has upstream's default 32, so the printed
+    // text parses back
+    assert_eq!(parse_dtype("custom[posit]").unwrap(), dt(150, 32, 1));
+    assert_eq!(parse_dtype("custom[posit]0x4").unwrap(), dt(150, 32, 4));
+    assert_eq!(parse_dtype("custom[posit]x4").unwrap(), dt(150, 32, 4));
     assert_eq!(
         try_dtype_to_string(dt(150, 32, 1)).unwrap(),
         "custom[posit]"
@@ -89,12 +93,9 @@ fn custom_dtypes_go_through_the_registered_functions() {
             "returned 128 for custom dtype `custom[low]32`: custom type codes are 129 to 255",
         ),
         ("custom[wide]32", "returned 256"),
-        (
-            "custom[posit]",
-            "needs a bit count, as in `custom[posit]32`",
-        ),
         ("custom[posit]300", "Bits value 300 is out of range"),
         ("custom[posit]32y", "unknown dtype `custom[posit]32y`"),
+        ("custom[posit]]8", "unknown dtype `custom[posit]]8`"),
         ("custom[posit]32x0", "Invalid lanes specification"),
         (
             "custom[posit",
@@ -109,6 +110,20 @@ fn custom_dtypes_go_through_the_registered_functions() {
         assert_eq!(e.kind(), "ValueError", "{s}: {e}");
         assert!(e.message().contains(want), "{s}: {e}");
     }
+
+    // the name reaches the function as written, bytes that are not UTF-8 included
+    assert!(remove_global("dtype.get_custom_type_code"));
+    anyffi_registry::register_packed(
+        "dtype.get_custom_type_code",
+        |args| {
+            let b = args[0].as_str_bytes().unwrap();
+            Ok(anyffi::Any::from(if b == b"p\xffq" { 151i64 } else { 152 }))
+        },
+        false,
+    )
+    .unwrap();
+    let t = anyffi::dtype::parse_dtype_bytes(b"custom[p\xffq]8").unwrap();
+    assert_eq!(t, dt(151, 8, 1));
 
     // a function giving the wrong type of result: TypeError naming it
     assert!(remove_global("dtype.get_custom_type_code"));

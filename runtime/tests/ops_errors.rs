@@ -803,6 +803,14 @@ fn wrong_output_shapes_blame_the_output() {
             &[want],
         );
     }
+    // an operand whose batch fits no `c` is blamed itself
+    let a3 = HostTensor::new(&[2, 2, 3], Dt::F32);
+    let c3 = HostTensor::new(&[3, 2, 5], Dt::F32);
+    expect_err(
+        call("ops.gemm", &[c3.view(), a3.view(), b.view(), one, one]),
+        "ValueError",
+        &["ops.gemm: `a` must have shape (B, M, K) = (3, 2, 3), got (2, 2, 3)"],
+    );
     // inner dimensions that disagree still blame the operand
     let b5 = HostTensor::new(&[5, 4], Dt::F32);
     let c = HostTensor::new(&[2, 4], Dt::F32);

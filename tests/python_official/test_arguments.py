@@ -161,6 +161,9 @@ def test_custom_dtype_named_by_registered_functions() -> None:
     # as text from the library: the lanes but (as upstream prints it) not the bits
     assert str(echo(tvm_ffi.dtype("custom[posit]16x4"))) == "custom[posit]x4"
     assert (echo(dt).type_code, echo(dt).bits) == (150, 32)
+    # what is printed parses back: no bits written is 32 bits
+    again = tvm_ffi.dtype(str(echo(tvm_ffi.dtype("custom[posit]16x4"))))
+    assert (again.type_code, again.bits, again.lanes) == (150, 32, 4)
     # an error of the naming function comes back with its kind
     with pytest.raises(KeyError):
         tvm_ffi.dtype("custom[other]32")

@@ -163,7 +163,12 @@ fn plan(
     let what =
         |t: &TensorArg<'_>, s: &'static str, s3: &'static str| if t.ndim() == 3 { s3 } else { s };
     let (ar, br) = (a.ndim() - 2, b.ndim() - 2);
-    if a.shape[ar + 1] == b.shape[br] && (a.shape[ar] != m || b.shape[br + 1] != n) {
+    let batch_fits = |t: &TensorArg<'_>| t.ndim() == 2 || t.shape[0] == 1 || t.shape[0] == batch;
+    if a.shape[ar + 1] == b.shape[br]
+        && batch_fits(a)
+        && batch_fits(b)
+        && (a.shape[ar] != m || b.shape[br + 1] != n)
+    {
         // `a` and `b` agree with each other: it is `c` whose M or N is wrong
         let mut want = c.shape[..nd - 2].to_vec();
         want.extend([a.shape[ar], b.shape[br + 1]]);
