@@ -147,7 +147,13 @@ pub fn dtype_name(t: DLDataType) -> String {
         kDLFloat => format!("float{}", t.bits),
         kDLBfloat => format!("bfloat{}", t.bits),
         kDLBool => "bool".into(),
-        c => format!("dtype(code {c}, bits {})", t.bits),
+        5 => format!("complex{}", t.bits), // kDLComplex: no dtype string names it
+        // float8_e4m3fn, handle, ... (custom codes are not asked for a name: messages do not
+        // call user functions)
+        c => match anyffi::dtype::try_dtype_to_string(DLDataType { lanes: 1, ..t }) {
+            Ok(name) if c < 129 => name,
+            _ => format!("dtype(code {c}, bits {})", t.bits),
+        },
     };
     if t.lanes == 1 {
         base

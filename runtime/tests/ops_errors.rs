@@ -766,6 +766,47 @@ fn float_scalars_outside_float32_are_refused() {
     );
 }
 
+/// Literal shapes are written once, and dtypes outside the ops' set by their names.
+#[test]
+fn shapes_and_dtypes_in_messages() {
+    use tvm_ffi::anyffi::abi::{kDLFloat8_e4m3fn, DLDataType};
+    let vals = HostTensor::new(&[5], Dt::F32);
+    let idx = HostTensor::new(&[], Dt::I64);
+    let val = HostTensor::new(&[1], Dt::F32);
+    expect_err(
+        call("ops.argmax", &[idx.view(), val.view(), vals.view()]),
+        "ValueError",
+        &["ops.argmax: `max_idx` must have shape (1,), got ()"],
+    );
+    let a = HostTensor::new(&[2], Dt::F32);
+    for (dt, name) in [
+        (
+            DLDataType {
+                code: 5,
+                bits: 64,
+                lanes: 1,
+            },
+            "got complex64",
+        ),
+        (
+            DLDataType {
+                code: kDLFloat8_e4m3fn,
+                bits: 8,
+                lanes: 1,
+            },
+            "got float8_e4m3fn",
+        ),
+    ] {
+        let mut b = HostTensor::new(&[2], Dt::F32);
+        b.dl.dtype = dt;
+        expect_err(
+            call("ops.add", &[a.view(), a.view(), b.view()]),
+            "TypeError",
+            &["ops.add", "`b`", name],
+        );
+    }
+}
+
 /// When the inputs agree with each other, a wrong output shape blames the output.
 #[test]
 fn wrong_output_shapes_blame_the_output() {

@@ -14,7 +14,8 @@
 #
 # Julia -> FFI:
 #   nothing -> None; Bool -> Bool; Integer -> Int (BigInt object beyond Int64);
-#   AbstractFloat -> Float; Ptr -> OpaquePtr; DLDataType -> DataType; DLDevice -> Device;
+#   AbstractFloat -> Float; Ptr -> OpaquePtr; DLDataType and element types (Float32, ...) ->
+#   DataType; DLDevice -> Device;
 #   String/Symbol/Char -> SmallStr (<= 7 bytes) or a borrowed RawStr (a Str if it holds NUL);
 #   codeunits(s) -> SmallBytes / borrowed ByteArrayPtr;
 #   strided array with a DLPack eltype -> DLTensor* (TensorView, no copy);
@@ -109,6 +110,8 @@ _arg(x::AbstractFloat) = _arg(Float64(x))
 _arg(x::Union{AbstractIrrational,Rational}) = _arg(Float64(x))  # pi, 1//3
 @inline _arg(x::Ptr) = (_pod(kTVMFFIOpaquePtr, UInt64(UInt(x))), nothing)
 @inline _arg(x::DLDataType) = (_pod(kTVMFFIDataType, dtype_bits(x)), nothing)
+# an element type names its dtype: runtime.empty(shape, Float32, cpu())
+@inline _arg(::Type{T}) where {T<:DLEltype} = _arg(DLDataType(T))
 @inline _arg(x::DLDevice) = (_pod(kTVMFFIDevice, device_bits(x)), nothing)
 
 # Small strings and bytes live inline: length in small_str_len, content in the payload, the

@@ -4,9 +4,12 @@
 """
     BFloat16
 
-A raw 16-bit primitive type for bfloat16 data (DLPack code `kDLBfloat`, 16 bits). Only the bits
-and the conversions to and from `Float32` are provided (round to nearest even); arithmetic is
-the user's (convert to `Float32`).
+A raw 16-bit primitive type for bfloat16 data (DLPack code `kDLBfloat`, 16 bits): the bits,
+the conversions to and from `Float32`/`Float64`/`Float16` (round to nearest even), and
+comparisons, `isequal`/`hash`, `isnan`/`isinf`/`isfinite`, `typemin`/`typemax` (±Inf), as for
+the Float32 value; arithmetic is the user's (convert to `Float32`). Arrays of another
+package's 16-bit bfloat type (BFloat16s.jl) pass without a copy as
+`reinterpret(AnyFFI.BFloat16, A)`.
 """
 primitive type BFloat16 16 end
 
@@ -41,6 +44,18 @@ Base.isnan(x::BFloat16) = isnan(Float32(x))
 Base.transpose(x::BFloat16) = x
 Base.adjoint(x::BFloat16) = x
 Base.:(==)(a::BFloat16, b::BFloat16) = Float32(a) == Float32(b)
+# comparisons, hashing and classification as for the Float32 value (so `maximum`, `argmax`,
+# `sort`, `isapprox`-free checks, and BFloat16 keys in a Dict or Set behave as floats do)
+Base.isequal(a::BFloat16, b::BFloat16) = isequal(Float32(a), Float32(b))
+Base.hash(x::BFloat16, h::UInt) = hash(Float32(x), h)
+Base.isless(a::BFloat16, b::BFloat16) = isless(Float32(a), Float32(b))
+Base.:(<)(a::BFloat16, b::BFloat16) = Float32(a) < Float32(b)
+Base.:(<=)(a::BFloat16, b::BFloat16) = Float32(a) <= Float32(b)
+Base.isinf(x::BFloat16) = isinf(Float32(x))
+Base.isfinite(x::BFloat16) = isfinite(Float32(x))
+Base.Float16(x::BFloat16) = Float16(Float32(x))
+Base.typemin(::Type{BFloat16}) = reinterpret(BFloat16, 0xff80)  # -Inf
+Base.typemax(::Type{BFloat16}) = reinterpret(BFloat16, 0x7f80)  # Inf
 Base.show(io::IO, x::BFloat16) = print(io, "BFloat16(", Float32(x), ")")
 
 # --- DLDataType ------------------------------------------------------------------------------

@@ -21,6 +21,11 @@
             @test ECHO(dt) === dt
         end
         @test raw_ti(DLDataType(Float32)) == 5
+        # element types pass as their dtypes
+        for T in (Float32, BFloat16, Int64, Bool, ComplexF64)
+            @test ECHO(T) === DLDataType(T)
+        end
+        @test raw_ti(Float16) == 5
         for d in (cpu(), cuda(3), DLDevice(:rocm, 1), DLDevice(13, 7))
             @test ECHO(d) === d
         end
@@ -157,6 +162,6 @@
 
     @testset "unsupported values" begin
         @test_throws ArgumentError NOP(Core.svec(1))
-        @test_throws ArgumentError NOP(Int)
+        @test_throws ArgumentError NOP(String)  # a type with no dtype (element types pass as theirs)
     end
 end

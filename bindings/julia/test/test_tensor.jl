@@ -49,6 +49,15 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         W = BFloat16.(Float32[1 2 3; 4 5 6])
         @test eltype(transpose(W)) == BFloat16 && transpose(W)[3, 2] == W[2, 3] && W'[1, 2] == W[2, 1]
         @test from_dlpack(TVMTensor(transpose(W))) == transpose(W)
+        # compared, hashed and classified as floats are
+        v = BFloat16.(Float32[3, -1, 7, 2])
+        @test maximum(v) == BFloat16(7f0) && argmax(v) == 3 && sort(v) == BFloat16.(Float32[-1, 2, 3, 7])
+        @test BFloat16(1f0) < BFloat16(2f0) && BFloat16(2f0) <= BFloat16(2f0) && !(BFloat16(NaN32) < BFloat16(1f0))
+        nan = BFloat16(NaN32)
+        @test isequal(nan, nan) && nan != nan && length(Set([nan, nan, BFloat16(0f0), BFloat16(-0f0)])) == 3
+        @test hash(BFloat16(1.5f0)) == hash(1.5f0)
+        @test isinf(typemax(BFloat16)) && typemin(BFloat16) < BFloat16(-1f30) && isfinite(BFloat16(1f0))
+        @test Float16(BFloat16(0.5f0)) === Float16(0.5)
         # devices
         @test string(cpu()) == "cpu:0" && string(cuda(2)) == "cuda:2"
         @test DLDevice("cuda:1") == cuda(1) && DLDevice(:cpu) == cpu()

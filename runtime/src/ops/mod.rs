@@ -170,12 +170,17 @@ impl<'a> TensorArg<'a> {
     /// ValueError unless the shape equals `want` (described as `what`, e.g. "(N, K)").
     pub fn expect_shape(&self, what: &str, want: &[i64]) -> Result<()> {
         if self.shape != want {
+            let want = tuple(want);
+            // "(M, N) = (2, 3)", but a literal shape once: "(1,)", not "(1,) = (1,)"
+            let shape = if what == want {
+                want
+            } else {
+                format!("{what} = {want}")
+            };
             return Err(Error::value_error(format!(
-                "{}: `{}` must have shape {} = {}, got {}",
+                "{}: `{}` must have shape {shape}, got {}",
                 self.op,
                 self.name,
-                what,
-                tuple(want),
                 self.shape_str()
             )));
         }
