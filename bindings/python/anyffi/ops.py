@@ -130,13 +130,13 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
 
 def _as_row(op: str, name: str, t: Any) -> Any:
     """A 1-D tensor-like as a [1, n] view of the same memory (no copy)."""
-    if hasattr(t, "reshape") and getattr(t, "ndim", None) == 1 and not isinstance(t, Tensor):
-        return t.reshape(1, -1)  # numpy: always a view for a 1-D array
-    if len(getattr(t, "shape", ())) != 1:
+    if not isinstance(t, Tensor):
+        if hasattr(t, "reshape") and getattr(t, "ndim", None) == 1:
+            return t.reshape(1, -1)  # numpy: always a view for a 1-D array
+        t = from_dlpack(t)  # other producers and capsules (checked by the caller to be ones)
+    if len(t.shape) != 1:
         raise ValueError(f"anyffi.ops.{op}: `{name}` must be 1-D when `x` is, got shape {tuple(t.shape)}")
-    if isinstance(t, Tensor):
-        return runtime.view(t, (1,) + tuple(t.shape))
-    return runtime.view(from_dlpack(t), (1,) + tuple(t.shape))
+    return runtime.view(t, (1,) + tuple(t.shape))
 
 
 def rearrange(x: Any, out: Optional[Any] = None) -> Any:
