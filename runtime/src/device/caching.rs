@@ -61,7 +61,7 @@ pub fn size_class(n: usize) -> (usize, usize) {
 /// Hashes addresses: they are 64-byte aligned, so the low bits carry nothing; the product's high
 /// bits, which `FlatMap` uses, mix all the others.
 #[derive(Default)]
-pub(crate) struct AddrHasher(u64);
+struct AddrHasher(u64);
 
 impl Hasher for AddrHasher {
     #[inline]
@@ -80,9 +80,10 @@ impl Hasher for AddrHasher {
     }
 }
 
-/// Address -> block size. A `FlatMap`, not a `HashMap`, so that valgrind sees it as reachable at
-/// exit (a `HashMap` made "possibly lost" records in every program that made a tensor).
-type LiveMap = FlatMap<usize, usize, BuildHasherDefault<AddrHasher>>;
+/// Address -> (block size, whether it is a tensor's storage). A `FlatMap`, not a `HashMap`, so
+/// that valgrind sees it as reachable at exit (a `HashMap` made "possibly lost" records in every
+/// program that made a tensor).
+type LiveMap = FlatMap<usize, (usize, bool), BuildHasherDefault<AddrHasher>>;
 
 /// Counters, for tests and tuning.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -168,6 +169,18 @@ impl CachingAllocator {
     /// 64-byte block). ValueError for sizes no allocation can have, RuntimeError when the system
     /// is out of memory.
     pub fn alloc(&self, nbytes: usize) -> Result<*mut u8> {
+        self.alloc_as(nbytes, false)
+    }
+
+    /// A block for a tensor's storage: as [`alloc`](Self::alloc), but [`free`](Self::free)
+    /// refuses it; only [`free_tensor`](Self::free_tensor) releases it. The mark is set under
+    /// the allocator's lock with the allocation itself, so that no stray free of a recycled
+    /// address can slip between the two (a double free racing a new tensor freed its storage).
+    pub fn alloc_tensor(&self, nbytes: usize) -> Result<*mut u8> {
+        self.alloc_as(nbytes, true)
+    }
+
+    fn alloc_as(&self, nbytes: usize, tensor: bool) -> Result<*mut u8> {
         if nbytes > MAX_REQUEST {
             return Err(Error::value_error(format!(
                 "cannot allocate {nbytes} bytes: the size exceeds the largest allocation ({MAX_REQUEST} bytes)"
@@ -183,7 +196,7 @@ impl CachingAllocator {
                 pool.stats.hits += 1;
                 pool.stats.live_blocks += 1;
                 pool.stats.live_bytes += size;
-                pool.live.insert(addr, size);
+                pool.live.insert(addr, (size, tensor));
                 return Ok(addr as *mut u8);
             }
             size
@@ -203,24 +216,48 @@ impl CachingAllocator {
         pool.stats.system_allocs += 1;
         pool.stats.live_blocks += 1;
         pool.stats.live_bytes += size;
-        pool.live.insert(p as usize, size);
+        pool.live.insert(p as usize, (size, tensor));
         Ok(p)
     }
 
     /// Releases a block from [`alloc`](Self::alloc); ValueError (and no effect) for an address
-    /// that is not a live block of this allocator.
+    /// that is not a live block of this allocator, or that is a tensor's storage.
     ///
     /// # Safety
-    /// Nothing may use the block afterwards; in particular it must not be the storage of a live
-    /// `ffi.Tensor` (`CPU_ALLOCATOR` backs every CPU tensor made by `tensor::empty`).
+    /// Nothing may use the block afterwards.
     pub unsafe fn free(&self, p: *mut u8) -> Result<()> {
+        // SAFETY: per the caller.
+        unsafe { self.free_as(p, false) }
+    }
+
+    /// Releases a tensor's storage from [`alloc_tensor`](Self::alloc_tensor).
+    ///
+    /// # Safety
+    /// The tensor is gone: nothing may use the block afterwards.
+    pub unsafe fn free_tensor(&self, p: *mut u8) -> Result<()> {
+        // SAFETY: per the caller.
+        unsafe { self.free_as(p, true) }
+    }
+
+    unsafe fn free_as(&self, p: *mut u8, tensor: bool) -> Result<()> {
         let addr = p as usize;
         let mut pool = self.pool.lock();
-        let Some(size) = pool.live.remove(&addr) else {
-            return Err(Error::value_error(format!(
-                "cannot free {p:p}: it was not allocated by the CPU allocator or was already freed"
-            )));
+        let size = match pool.live.get(&addr) {
+            Some(&(size, t)) if t == tensor => size,
+            Some(_) if !tensor => {
+                return Err(Error::value_error(format!(
+                    "{p:p} is the storage of a live tensor on cpu:0; it is freed when the \
+                     tensor is released"
+                )))
+            }
+            _ => {
+                return Err(Error::value_error(format!(
+                    "cannot free {p:p}: it was not allocated by the CPU allocator or was already \
+                     freed"
+                )))
+            }
         };
+        pool.live.remove(&addr);
         pool.stats.live_blocks -= 1;
         pool.stats.live_bytes -= size;
         if size <= MAX_CACHED_BLOCK && pool.stats.cached_bytes + size <= pool.limit {
@@ -237,7 +274,11 @@ impl CachingAllocator {
 
     /// The block size behind a live address, if it is one.
     pub fn block_size(&self, p: *const u8) -> Option<usize> {
-        self.pool.lock().live.get(&(p as usize)).copied()
+        self.pool
+            .lock()
+            .live
+            .get(&(p as usize))
+            .map(|&(size, _)| size)
     }
 
     /// Returns every cached block to the system; the number of bytes released.

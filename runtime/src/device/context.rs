@@ -177,8 +177,6 @@ pub(crate) fn register() -> Result<()> {
             let a = Args::new("runtime.free_device", &["device", "ptr"], args)?;
             let d = a.device(0, "device")?;
             let p = a.ptr(1, "ptr")?;
-            // held across the free (see alloc::LIVE_STORAGE)
-            let _live = crate::tensor::alloc::refuse_tensor_storage("runtime.free_device", d, p)?;
             resolve(d)?.free_device(d.device_id, p)?;
             Ok(Any::none())
         },
@@ -200,7 +198,6 @@ pub(crate) fn register() -> Result<()> {
             let a = Args::new("runtime.free_host", &["device", "ptr"], args)?;
             let d = a.device(0, "device")?;
             let p = a.ptr(1, "ptr")?;
-            let _live = crate::tensor::alloc::refuse_tensor_storage("runtime.free_host", d, p)?;
             resolve(d)?.free_host(d.device_id, p)?;
             Ok(Any::none())
         },

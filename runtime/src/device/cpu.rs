@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use anyffi::abi::{kDLCPU, DLDevice};
+use anyffi::abi::kDLCPU;
 use anyffi::{Error, Result};
 use parking_lot::Mutex;
 
@@ -87,20 +87,23 @@ impl DeviceRuntime for CpuRuntime {
         CPU_ALLOCATOR.alloc(nbytes).map(|p| p as *mut c_void)
     }
 
-    fn free_device(&self, device_id: i32, ptr: *mut c_void) -> Result<()> {
+    fn free_device(&self, _device_id: i32, ptr: *mut c_void) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        let device = DLDevice {
-            device_type: kDLCPU,
-            device_id,
-        };
-        // the tensor frees it when its last view dies (`Storage::drop` leaves the live set
-        // before it calls us); the guard keeps that so until the block is freed
-        let _live = crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
-        // SAFETY: not the storage of a live tensor (checked above); any other block of the
-        // allocator is only reachable through raw pointers, whose users vouch for them.
+        // SAFETY: the allocator refuses a tensor's storage (the tensor frees it when its last
+        // view dies); any other block is only reachable through raw pointers, whose users
+        // vouch for them.
         unsafe { CPU_ALLOCATOR.free(ptr as *mut u8) }
+    }
+
+    fn malloc_tensor_storage(&self, _device_id: i32, nbytes: usize) -> Result<*mut c_void> {
+        CPU_ALLOCATOR.alloc_tensor(nbytes).map(|p| p as *mut c_void)
+    }
+
+    fn free_tensor_storage(&self, _device_id: i32, ptr: *mut c_void) -> Result<()> {
+        // SAFETY: called by the storage owner once its tensor is gone.
+        unsafe { CPU_ALLOCATOR.free_tensor(ptr as *mut u8) }
     }
 
     fn malloc_host(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {

@@ -31,8 +31,8 @@ pub struct CudaRuntime {
     driver: LazyLock<Driver>,
     /// Primary context per device id, retained on first use (stored as addresses).
     contexts: Mutex<Vec<usize>>,
-    /// Live allocations: address -> (device id, is pinned host memory).
-    allocations: Mutex<HashMap<usize, (i32, bool)>>,
+    /// Live allocations: address -> (device id, what it is).
+    allocations: Mutex<HashMap<usize, (i32, Alloc)>>,
     /// Live streams made by `create_stream`: address -> device id.
     streams: Mutex<HashMap<usize, i32>>,
 }
@@ -184,22 +184,67 @@ impl CudaRuntime {
         Ok(())
     }
 
-    fn untrack(&self, device_id: i32, ptr: *mut c_void, host: bool) -> Result<(i32, usize)> {
+    /// Removes a live allocation of `kind` on `device_id`: its device and address. A tensor's
+    /// storage is refused to a plain `free_device` (the tensor frees it), under the same lock
+    /// that marked it when it was allocated.
+    fn untrack(&self, device_id: i32, ptr: *mut c_void, kind: Alloc) -> Result<(i32, usize)> {
         let mut allocs = self.allocations.lock();
         match allocs.get(&(ptr as usize)) {
-            Some(&(dev, h)) if h == host && dev == device_id => {
+            Some(&(dev, k)) if k == kind && dev == device_id => {
                 allocs.remove(&(ptr as usize));
                 Ok((dev, ptr as usize))
             }
-            Some(&(dev, h)) if h == host => Err(Error::value_error(format!(
+            Some(&(dev, Alloc::Tensor)) if kind == Alloc::Device => {
+                Err(Error::value_error(format!(
+                    "{ptr:p} is the storage of a live tensor on cuda:{dev}; it is freed when the \
+                     tensor is released"
+                )))
+            }
+            Some(&(dev, k)) if k == kind => Err(Error::value_error(format!(
                 "cannot free {ptr:p} on cuda:{device_id}: it was allocated on cuda:{dev}"
             ))),
             _ => Err(Error::value_error(format!(
                 "cannot free {ptr:p}: it was not allocated by runtime.{} on cuda or was already freed",
-                if host { "malloc_host" } else { "malloc_device" }
+                if kind == Alloc::Host { "malloc_host" } else { "malloc_device" }
             ))),
         }
     }
+
+    fn alloc_device(&self, device_id: i32, nbytes: usize, kind: Alloc) -> Result<*mut c_void> {
+        self.bind(device_id)?;
+        let mut p: sys::CUdeviceptr = 0;
+        // cuMemAlloc rejects 0 bytes; a minimal block keeps pointers unique and freeable.
+        // SAFETY: a context is current; valid out-parameter.
+        let rc = unsafe { sys::cuMemAlloc_v2(&mut p, nbytes.max(1)) };
+        check(rc, "cuMemAlloc")?;
+        self.allocations
+            .lock()
+            .insert(p as usize, (device_id, kind));
+        Ok(p as usize as *mut c_void)
+    }
+
+    fn free_device_as(&self, device_id: i32, ptr: *mut c_void, kind: Alloc) -> Result<()> {
+        self.ready(device_id)?;
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let (dev, addr) = self.untrack(device_id, ptr, kind)?;
+        self.bind(dev)?;
+        // SAFETY: a live allocation of ours, just untracked, freed once.
+        let rc = unsafe { sys::cuMemFree_v2(addr as sys::CUdeviceptr) };
+        check(rc, "cuMemFree")
+    }
+}
+
+/// What a tracked CUDA allocation is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Alloc {
+    /// `malloc_device`
+    Device,
+    /// `malloc_host` (pinned)
+    Host,
+    /// a tensor's storage (`malloc_tensor_storage`)
+    Tensor,
 }
 
 impl DeviceRuntime for CudaRuntime {
@@ -261,34 +306,19 @@ impl DeviceRuntime for CudaRuntime {
     }
 
     fn malloc_device(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
-        self.bind(device_id)?;
-        let mut p: sys::CUdeviceptr = 0;
-        // cuMemAlloc rejects 0 bytes; a minimal block keeps pointers unique and freeable.
-        // SAFETY: a context is current; valid out-parameter.
-        let rc = unsafe { sys::cuMemAlloc_v2(&mut p, nbytes.max(1)) };
-        check(rc, "cuMemAlloc")?;
-        self.allocations
-            .lock()
-            .insert(p as usize, (device_id, false));
-        Ok(p as usize as *mut c_void)
+        self.alloc_device(device_id, nbytes, Alloc::Device)
     }
 
     fn free_device(&self, device_id: i32, ptr: *mut c_void) -> Result<()> {
-        self.ready(device_id)?;
-        if ptr.is_null() {
-            return Ok(());
-        }
-        let device = anyffi::abi::DLDevice {
-            device_type: kDLCUDA,
-            device_id,
-        };
-        // held until the block is freed: no tensor can take it in between
-        let _live = crate::tensor::alloc::refuse_tensor_storage("free_device", device, ptr)?;
-        let (dev, addr) = self.untrack(device_id, ptr, false)?;
-        self.bind(dev)?;
-        // SAFETY: a live allocation of ours, just untracked, freed once.
-        let rc = unsafe { sys::cuMemFree_v2(addr as sys::CUdeviceptr) };
-        check(rc, "cuMemFree")
+        self.free_device_as(device_id, ptr, Alloc::Device)
+    }
+
+    fn malloc_tensor_storage(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
+        self.alloc_device(device_id, nbytes, Alloc::Tensor)
+    }
+
+    fn free_tensor_storage(&self, device_id: i32, ptr: *mut c_void) -> Result<()> {
+        self.free_device_as(device_id, ptr, Alloc::Tensor)
     }
 
     fn malloc_host(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void> {
@@ -299,7 +329,7 @@ impl DeviceRuntime for CudaRuntime {
         check(rc, "cuMemAllocHost")?;
         self.allocations
             .lock()
-            .insert(p as usize, (device_id, true));
+            .insert(p as usize, (device_id, Alloc::Host));
         Ok(p)
     }
 
@@ -308,7 +338,7 @@ impl DeviceRuntime for CudaRuntime {
         if ptr.is_null() {
             return Ok(());
         }
-        let (dev, addr) = self.untrack(device_id, ptr, true)?;
+        let (dev, addr) = self.untrack(device_id, ptr, Alloc::Host)?;
         self.bind(dev)?;
         // SAFETY: a live pinned allocation of ours, just untracked, freed once.
         let rc = unsafe { sys::cuMemFreeHost(addr as *mut c_void) };

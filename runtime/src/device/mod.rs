@@ -69,6 +69,13 @@ pub trait DeviceRuntime: Send + Sync {
     fn malloc_device(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void>;
     /// 8. Releases `malloc_device` memory; ValueError for unknown or already freed pointers.
     fn free_device(&self, device_id: i32, ptr: *mut c_void) -> Result<()>;
+    /// Device memory for a tensor's storage: as `malloc_device`, but marked, in the runtime's
+    /// own table and with the allocation, so that `free_device` refuses it and only
+    /// `free_tensor_storage` releases it (a stray free of a recycled address cannot take a
+    /// tensor's memory).
+    fn malloc_tensor_storage(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void>;
+    /// Releases what `malloc_tensor_storage` returned, once its tensor is gone.
+    fn free_tensor_storage(&self, device_id: i32, ptr: *mut c_void) -> Result<()>;
     /// 9. Host memory suited to transfers with the device (pinned on CUDA).
     fn malloc_host(&self, device_id: i32, nbytes: usize) -> Result<*mut c_void>;
     /// 10. Releases `malloc_host` memory; ValueError for unknown or already freed pointers.

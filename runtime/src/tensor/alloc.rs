@@ -2,60 +2,15 @@
 //! the storage owner that frees through the device runtime, and the DLPack managed-tensor
 //! allocator installed as the process-wide default behind `TVMFFIEnvTensorAlloc`.
 
-use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::hash::BuildHasherDefault;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::LazyLock;
 
 use anyffi::abi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor};
 use anyffi::device::device_to_string;
-use anyffi::flat_map::FlatMap;
 use anyffi::{Any, Error, Result, Tensor};
-use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
 
 use crate::args::{def, Args};
-use crate::device::caching::AddrHasher;
 use crate::device::{resolve, DeviceRuntime};
-
-/// Storage of live tensors, by address (unique across devices: unified addressing), with its
-/// device: `runtime.free_device` and `runtime.free_host` refuse these, since the tensor frees its
-/// storage when its last view dies (freeing it by hand let the allocator hand the same block to a
-/// second tensor). The lock is held across each allocation and its registration (`empty`), and
-/// across each check and the free that follows it (the runtimes' `free_device`, `Storage::drop`),
-/// so that no block changes hands in between: a double free racing a new tensor's allocation
-/// freed the tensor's storage. Reentrant: `Storage::drop` frees through `free_device`, which
-/// checks again.
-type LiveStorage = RefCell<FlatMap<usize, DLDevice, BuildHasherDefault<AddrHasher>>>;
-static LIVE_STORAGE: LazyLock<ReentrantMutex<LiveStorage>> = LazyLock::new(Default::default);
-
-/// Holds the live-storage lock: what was checked stays true while it lives.
-pub(crate) type StorageGuard = ReentrantMutexGuard<'static, LiveStorage>;
-
-/// A ValueError naming `func` when `ptr` is the storage of a live tensor (on `device` or any
-/// other): freeing it by hand would leave the tensor on a freed block (or hand it to a second
-/// tensor). Otherwise the guard to hold until `ptr` is freed.
-pub(crate) fn refuse_tensor_storage(
-    func: &str,
-    device: DLDevice,
-    ptr: *mut c_void,
-) -> Result<StorageGuard> {
-    let live = LIVE_STORAGE.lock();
-    let owner = live.borrow().get(&(ptr as usize)).copied();
-    if let Some(owner) = owner {
-        let on = if (owner.device_type, owner.device_id) == (device.device_type, device.device_id) {
-            String::new()
-        } else {
-            format!(" (asked to free it on {})", device_to_string(device))
-        };
-        return Err(Error::value_error(format!(
-            "{func}: {ptr:p} is the storage of a live tensor on {}{on}; it is freed when the \
-             tensor is released",
-            device_to_string(owner)
-        )));
-    }
-    Ok(live)
-}
 
 /// Device memory owned by a tensor; freed through its runtime when the last view dies.
 struct Storage {
@@ -72,12 +27,10 @@ unsafe impl Sync for Storage {}
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        // held until the block is freed (see LIVE_STORAGE)
-        let live = LIVE_STORAGE.lock();
-        live.borrow_mut().remove(&(self.ptr as usize));
-        let freed = self.runtime.free_device(self.device.device_id, self.ptr);
-        drop(live);
-        if let Err(e) = freed {
+        if let Err(e) = self
+            .runtime
+            .free_tensor_storage(self.device.device_id, self.ptr)
+        {
             // Drop cannot fail; this only happens if the driver went away first (process exit).
             eprintln!(
                 "anyffi: freeing tensor storage on {} failed: {}",
@@ -129,13 +82,10 @@ pub fn nbytes_of(shape: &[i64], dtype: DLDataType) -> Result<usize> {
 pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> Result<Tensor> {
     let nbytes = nbytes_of(shape, dtype)?;
     let runtime = resolve(device)?;
-    // held from the allocation to its registration (see LIVE_STORAGE)
-    let live = LIVE_STORAGE.lock();
-    let ptr = runtime.malloc_device(device.device_id, nbytes)?;
-    if !ptr.is_null() {
-        live.borrow_mut().insert(ptr as usize, device);
-    }
-    drop(live);
+    // marked as a tensor's by the runtime: `runtime.free_device`/`free_host` refuse it (the
+    // tensor frees it when its last view dies; freeing it by hand let the allocator hand the
+    // same block to a second tensor)
+    let ptr = runtime.malloc_tensor_storage(device.device_id, nbytes)?;
     let storage = Box::new(Storage {
         ptr,
         device,
