@@ -215,27 +215,33 @@ fn doc_schema(doc: &str) -> Option<String> {
     let open = doc.find('(')?;
     let close = open + doc[open..].find(") -> ")?;
     let ret = doc[close + 5..].split(':').next()?.trim();
+    let one = |a: &str| match a.trim() {
+        "str" => "ffi.String".to_string(),
+        "Tensor" => "ffi.Tensor".to_string(),
+        a => a.to_string(),
+    };
     let ty = |t: &str| {
         let t = t.trim();
         if t.contains('|') {
-            let alts: Vec<&str> = t
-                .split('|')
-                .map(|a| match a.trim() {
-                    "str" => "ffi.String",
-                    "Tensor" => "ffi.Tensor",
-                    a => a,
-                })
-                .collect();
+            let alts: Vec<String> = t.split('|').map(one).collect();
             format!("Variant<{}>", alts.join(", "))
         } else {
-            t.to_string()
+            one(t)
         }
     };
     let params = doc[open + 1..close].trim();
     let mut types = Vec::new();
-    if !params.is_empty() {
-        for p in params.split(", ") {
-            types.push(ty(p.split_once(':')?.1));
+    // split at the commas outside <...> (`m: Map<str, int>` is one parameter)
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in params.char_indices().chain([(params.len(), ',')]) {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            ',' if depth == 0 && !params.is_empty() => {
+                types.push(ty(params[start..i].split_once(':')?.1));
+                start = i + 1;
+            }
+            _ => {}
         }
     }
     let types: Vec<&str> = types.iter().map(String::as_str).collect();
@@ -266,6 +272,13 @@ mod tests {
                  {\"type\":\"Variant\",\"args\":[{\"type\":\"DataType\"},{\"type\":\"ffi.String\"}]}"
             ));
         assert!(doc_schema("no signature here").is_none());
+        // commas inside <...> do not split parameters; bare str/Tensor are the object types
+        let s = doc_schema("f(m: Map<str, int>, t: Tensor) -> str: x").unwrap();
+        assert!(
+            s.contains("\"params\":[{\"type\":\"ffi.Map\",\"args\":[{\"type\":\"ffi.String\"},{\"type\":\"int\"}]},{\"type\":\"ffi.Tensor\"}]"),
+            "{s}"
+        );
+        assert!(s.contains("\"return\":[{\"type\":\"ffi.String\"}]"), "{s}");
     }
 
     #[test]

@@ -844,13 +844,27 @@ fn wrong_output_shapes_blame_the_output() {
             &[want],
         );
     }
-    // an operand whose batch fits no `c` is blamed itself
+    // a batch `a` and `b` agree on that `c` lacks: `c` is blamed
     let a3 = HostTensor::new(&[2, 2, 3], Dt::F32);
-    let c3 = HostTensor::new(&[3, 2, 5], Dt::F32);
+    let c3 = HostTensor::new(&[3, 2, 4], Dt::F32);
     expect_err(
         call("ops.gemm", &[c3.view(), a3.view(), b.view(), one, one]),
         "ValueError",
-        &["ops.gemm: `a` must have shape (B, M, K) = (3, 2, 3), got (2, 2, 3)"],
+        &["ops.gemm: `c` must have shape (B, M, N) = (2, 2, 4), got (3, 2, 4)"],
+    );
+    let b3 = HostTensor::new(&[2, 3, 4], Dt::F32);
+    expect_err(
+        call("ops.gemm", &[c3.view(), a3.view(), b3.view(), one, one]),
+        "ValueError",
+        &["ops.gemm: `c` must have shape (B, M, N) = (2, 2, 4), got (3, 2, 4)"],
+    );
+    // `a` and `b` of different batches: an operand is blamed
+    let b4 = HostTensor::new(&[4, 3, 4], Dt::F32);
+    let c2 = HostTensor::new(&[2, 2, 4], Dt::F32);
+    expect_err(
+        call("ops.gemm", &[c2.view(), a3.view(), b4.view(), one, one]),
+        "ValueError",
+        &["ops.gemm: `b` must have shape (B, K, N) = (2, 3, 4), got (4, 3, 4)"],
     );
     // inner dimensions that disagree still blame the operand
     let b5 = HostTensor::new(&[5, 4], Dt::F32);

@@ -6,8 +6,9 @@
 
 A raw 16-bit primitive type for bfloat16 data (DLPack code `kDLBfloat`, 16 bits): the bits,
 the conversions to and from `Float32`/`Float64`/`Float16` (round to nearest even), and
-comparisons, `isequal`/`hash`, `isnan`/`isinf`/`isfinite`, `typemin`/`typemax` (±Inf), as for
-the Float32 value; arithmetic is the user's (convert to `Float32`). Arrays of another
+comparisons between BFloat16 values, `isequal`/`hash`, `isnan`/`isinf`/`isfinite`,
+`typemin`/`typemax` (±Inf), as for the Float32 value. BFloat16 is not a `Number`: compare
+with other numbers, and compute, through `Float32(x)`. Arrays of another
 package's 16-bit bfloat type (BFloat16s.jl) pass without a copy as
 `reinterpret(AnyFFI.BFloat16, A)`.
 """

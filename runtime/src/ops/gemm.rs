@@ -163,16 +163,24 @@ fn plan(
     let what =
         |t: &TensorArg<'_>, s: &'static str, s3: &'static str| if t.ndim() == 3 { s3 } else { s };
     let (ar, br) = (a.ndim() - 2, b.ndim() - 2);
-    let batch_fits = |t: &TensorArg<'_>| t.ndim() == 2 || t.shape[0] == 1 || t.shape[0] == batch;
-    if a.shape[ar + 1] == b.shape[br]
-        && batch_fits(a)
-        && batch_fits(b)
-        && (a.shape[ar] != m || b.shape[br + 1] != n)
-    {
-        // `a` and `b` agree with each other: it is `c` whose M or N is wrong
-        let mut want = c.shape[..nd - 2].to_vec();
-        want.extend([a.shape[ar], b.shape[br + 1]]);
-        c.expect_shape(if nd == 3 { "(B, M, N)" } else { "(M, N)" }, &want)?;
+    // the batch `a` and `b` agree on (1 when neither has one above 1), if they agree
+    let batch_of = |t: &TensorArg<'_>| if t.ndim() == 3 { t.shape[0] } else { 1 };
+    let (ab, bb) = (batch_of(a), batch_of(b));
+    let ab_batch = (ab == bb || ab == 1 || bb == 1).then(|| ab.max(bb));
+    if let Some(ab_batch) = ab_batch {
+        let c_batch_fits = ab_batch == 1 || ab_batch == batch;
+        if a.shape[ar + 1] == b.shape[br]
+            && (a.shape[ar] != m || b.shape[br + 1] != n || !c_batch_fits)
+        {
+            // `a` and `b` agree with each other: it is `c` whose shape is wrong
+            let mut want = if nd == 3 {
+                vec![if c_batch_fits { batch } else { ab_batch }]
+            } else {
+                vec![]
+            };
+            want.extend([a.shape[ar], b.shape[br + 1]]);
+            c.expect_shape(if nd == 3 { "(B, M, N)" } else { "(M, N)" }, &want)?;
+        }
     }
     a.expect_shape(what(a, "(M, K)", "(B, M, K)"), &with_batch(a, m, k))?;
     b.expect_shape(what(b, "(K, N)", "(B, K, N)"), &with_batch(b, k, n))?;
