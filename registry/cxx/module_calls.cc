@@ -15,6 +15,7 @@
 #include <cxxabi.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -171,4 +172,29 @@ extern "C" int anyffi_cxx_module_call(int op, void* self, const void* a, const v
   } catch (...) {
     return 3;
   }
+}
+
+// dlopen, with a C++ exception thrown by the library's static initialisers caught. Such an
+// exception cannot reach Rust (Rust aborts with "Rust cannot catch foreign exceptions", and the
+// message is lost), and the loader cannot be trusted after it (its lock may still be held), so
+// this prints what was thrown and aborts, as the official library does (std::terminate). The
+// call goes through a pointer without noexcept: glibc declares dlopen noexcept, which would let
+// the compiler drop the handler.
+extern "C" void* dlopen(const char* file, int mode);
+extern "C" void* anyffi_cxx_dlopen(const char* path, int mode) {
+  void* (*volatile open)(const char*, int) = dlopen;
+  try {
+    return open(path, mode);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "anyffi: loading %s: a static initialiser of the library threw an exception: %s\n",
+                 path, e.what());
+  } catch (...) {
+    std::fprintf(stderr,
+                 "anyffi: loading %s: a static initialiser of the library threw an exception that "
+                 "is not a std::exception\n",
+                 path);
+  }
+  std::fflush(stderr);
+  std::abort();
 }

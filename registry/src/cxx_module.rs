@@ -74,6 +74,30 @@ extern "C" {
     ) -> c_int;
 }
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+extern "C" {
+    fn anyffi_cxx_dlopen(path: *const c_char, mode: c_int) -> *mut c_void;
+}
+
+/// `dlopen`, except that a C++ exception from the library's static initialisers is printed
+/// (what it says) before the process aborts, as it does in the official library; unhandled,
+/// it reached Rust frames, whose abort loses the message (`module_calls.cc`).
+///
+/// # Safety
+/// As `dlopen`: `path` is a NUL-terminated string; loading runs the library's initialisers.
+pub(crate) unsafe fn dlopen(path: *const c_char, mode: c_int) -> *mut c_void {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // SAFETY: per the caller.
+        unsafe { anyffi_cxx_dlopen(path, mode) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        // SAFETY: per the caller.
+        unsafe { libc::dlopen(path, mode) }
+    }
+}
+
 /// Runs `op` on the C++ module `m`; a C++ exception becomes the error it carries.
 ///
 /// # Safety

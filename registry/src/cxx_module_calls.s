@@ -12,10 +12,10 @@
 	.globl	anyffi_cxx_module_call
 	.type	anyffi_cxx_module_call, @function
 anyffi_cxx_module_call:
-.LFB162:
+.LFB174:
 	.cfi_startproc
 	.cfi_personality 0x9b,DW.ref.__gxx_personality_v0
-	.cfi_lsda 0x1b,.LLSDA162
+	.cfi_lsda 0x1b,.LLSDA174
 	movl	%edi, %eax
 	cmpl	$11, %eax
 	ja	.L38
@@ -196,19 +196,19 @@ anyffi_cxx_module_call:
 	.globl	__gxx_personality_v0
 	.section	.gcc_except_table,"a",@progbits
 	.align 4
-.LLSDA162:
+.LLSDA174:
 	.byte	0xff
 	.byte	0x9b
-	.uleb128 .LLSDATT162-.LLSDATTD162
-.LLSDATTD162:
+	.uleb128 .LLSDATT174-.LLSDATTD174
+.LLSDATTD174:
 	.byte	0x1
-	.uleb128 .LLSDACSE162-.LLSDACSB162
-.LLSDACSB162:
-	.uleb128 .LEHB0-.LFB162
+	.uleb128 .LLSDACSE174-.LLSDACSB174
+.LLSDACSB174:
+	.uleb128 .LEHB0-.LFB174
 	.uleb128 .LEHE0-.LEHB0
-	.uleb128 .L26-.LFB162
+	.uleb128 .L26-.LFB174
 	.uleb128 0x3
-.LLSDACSE162:
+.LLSDACSE174:
 	.byte	0x2
 	.byte	0
 	.byte	0x1
@@ -217,16 +217,16 @@ anyffi_cxx_module_call:
 	.long	0
 
 	.long	DW.ref._ZTISt9exception-.
-.LLSDATT162:
+.LLSDATT174:
 	.text
 	.cfi_endproc
 	.section	.text.unlikely
 	.cfi_startproc
 	.cfi_personality 0x9b,DW.ref.__gxx_personality_v0
-	.cfi_lsda 0x1b,.LLSDAC162
+	.cfi_lsda 0x1b,.LLSDAC174
 	.type	anyffi_cxx_module_call.cold, @function
 anyffi_cxx_module_call.cold:
-.LFSB162:
+.LFSB174:
 .L17:
 	.cfi_def_cfa_offset 64
 	.cfi_offset 3, -32
@@ -304,17 +304,17 @@ anyffi_cxx_module_call.cold:
 	call	_Unwind_Resume@PLT
 .LEHE2:
 	.cfi_endproc
-.LFE162:
+.LFE174:
 	.section	.gcc_except_table
 	.align 4
-.LLSDAC162:
+.LLSDAC174:
 	.byte	0xff
 	.byte	0x9b
-	.uleb128 .LLSDATTC162-.LLSDATTDC162
-.LLSDATTDC162:
+	.uleb128 .LLSDATTC174-.LLSDATTDC174
+.LLSDATTDC174:
 	.byte	0x1
-	.uleb128 .LLSDACSEC162-.LLSDACSBC162
-.LLSDACSBC162:
+	.uleb128 .LLSDACSEC174-.LLSDACSBC174
+.LLSDACSBC174:
 	.uleb128 .LEHB1-.LCOLDB1
 	.uleb128 .LEHE1-.LEHB1
 	.uleb128 .L27-.LCOLDB1
@@ -323,7 +323,7 @@ anyffi_cxx_module_call.cold:
 	.uleb128 .LEHE2-.LEHB2
 	.uleb128 0
 	.uleb128 0
-.LLSDACSEC162:
+.LLSDACSEC174:
 	.byte	0x2
 	.byte	0
 	.byte	0x1
@@ -332,7 +332,7 @@ anyffi_cxx_module_call.cold:
 	.long	0
 
 	.long	DW.ref._ZTISt9exception-.
-.LLSDATTC162:
+.LLSDATTC174:
 	.section	.text.unlikely
 	.text
 	.size	anyffi_cxx_module_call, .-anyffi_cxx_module_call
@@ -341,6 +341,187 @@ anyffi_cxx_module_call.cold:
 .LCOLDE1:
 	.text
 .LHOTE1:
+	.section	.rodata.str1.8,"aMS",@progbits,1
+	.align 8
+.LC2:
+	.string	"anyffi: loading %s: a static initialiser of the library threw an exception: %s\n"
+	.align 8
+.LC3:
+	.string	"anyffi: loading %s: a static initialiser of the library threw an exception that is not a std::exception\n"
+	.section	.text.unlikely
+.LCOLDB4:
+	.text
+.LHOTB4:
+	.p2align 4
+	.globl	anyffi_cxx_dlopen
+	.type	anyffi_cxx_dlopen, @function
+anyffi_cxx_dlopen:
+.LFB175:
+	.cfi_startproc
+	.cfi_personality 0x9b,DW.ref.__gxx_personality_v0
+	.cfi_lsda 0x1b,.LLSDA175
+	pushq	%rbp
+	.cfi_def_cfa_offset 16
+	.cfi_offset 6, -16
+	pushq	%rbx
+	.cfi_def_cfa_offset 24
+	.cfi_offset 3, -24
+	movq	%rdi, %rbx
+	subq	$24, %rsp
+	.cfi_def_cfa_offset 48
+	movq	dlopen@GOTPCREL(%rip), %rax
+	movq	%rax, 8(%rsp)
+	movq	8(%rsp), %rax
+.LEHB3:
+	call	*%rax
+.LEHE3:
+	addq	$24, %rsp
+	.cfi_remember_state
+	.cfi_def_cfa_offset 24
+	popq	%rbx
+	.cfi_def_cfa_offset 16
+	popq	%rbp
+	.cfi_def_cfa_offset 8
+	ret
+.L51:
+	.cfi_restore_state
+	movq	%rax, %rdi
+	movq	%rdx, %rax
+	jmp	.L46
+	.section	.gcc_except_table
+	.align 4
+.LLSDA175:
+	.byte	0xff
+	.byte	0x9b
+	.uleb128 .LLSDATT175-.LLSDATTD175
+.LLSDATTD175:
+	.byte	0x1
+	.uleb128 .LLSDACSE175-.LLSDACSB175
+.LLSDACSB175:
+	.uleb128 .LEHB3-.LFB175
+	.uleb128 .LEHE3-.LEHB3
+	.uleb128 .L51-.LFB175
+	.uleb128 0x3
+.LLSDACSE175:
+	.byte	0x2
+	.byte	0
+	.byte	0x1
+	.byte	0x7d
+	.align 4
+	.long	0
+
+	.long	DW.ref._ZTISt9exception-.
+.LLSDATT175:
+	.text
+	.cfi_endproc
+	.section	.text.unlikely
+	.cfi_startproc
+	.cfi_personality 0x9b,DW.ref.__gxx_personality_v0
+	.cfi_lsda 0x1b,.LLSDAC175
+	.type	anyffi_cxx_dlopen.cold, @function
+anyffi_cxx_dlopen.cold:
+.LFSB175:
+.L46:
+	.cfi_def_cfa_offset 48
+	.cfi_offset 3, -24
+	.cfi_offset 6, -16
+	subq	$1, %rax
+	jne	.L47
+	call	__cxa_begin_catch@PLT
+	movq	%rax, %rdi
+	movq	(%rax), %rax
+	call	*16(%rax)
+	movq	stderr@GOTPCREL(%rip), %rbp
+	movq	%rbx, %rdx
+	leaq	.LC2(%rip), %rsi
+	movq	%rax, %rcx
+	xorl	%eax, %eax
+	movq	0(%rbp), %rdi
+.LEHB4:
+	call	fprintf@PLT
+.LEHE4:
+.L48:
+	call	__cxa_end_catch@PLT
+	movq	0(%rbp), %rdi
+.LEHB5:
+	call	fflush@PLT
+.LEHE5:
+	call	abort@PLT
+.L47:
+	call	__cxa_begin_catch@PLT
+	movq	stderr@GOTPCREL(%rip), %rbp
+	movq	%rbx, %rdx
+	xorl	%eax, %eax
+	leaq	.LC3(%rip), %rsi
+	movq	0(%rbp), %rdi
+.LEHB6:
+	call	fprintf@PLT
+.LEHE6:
+	jmp	.L48
+.L52:
+	movq	%rax, %rbx
+	call	__cxa_end_catch@PLT
+	movq	%rbx, %rdi
+.LEHB7:
+	call	_Unwind_Resume@PLT
+.LEHE7:
+.L53:
+	movq	%rax, %rbx
+	call	__cxa_end_catch@PLT
+	movq	%rbx, %rdi
+.LEHB8:
+	call	_Unwind_Resume@PLT
+.LEHE8:
+	.cfi_endproc
+.LFE175:
+	.section	.gcc_except_table
+	.align 4
+.LLSDAC175:
+	.byte	0xff
+	.byte	0x9b
+	.uleb128 .LLSDATTC175-.LLSDATTDC175
+.LLSDATTDC175:
+	.byte	0x1
+	.uleb128 .LLSDACSEC175-.LLSDACSBC175
+.LLSDACSBC175:
+	.uleb128 .LEHB4-.LCOLDB4
+	.uleb128 .LEHE4-.LEHB4
+	.uleb128 .L52-.LCOLDB4
+	.uleb128 0
+	.uleb128 .LEHB5-.LCOLDB4
+	.uleb128 .LEHE5-.LEHB5
+	.uleb128 0
+	.uleb128 0
+	.uleb128 .LEHB6-.LCOLDB4
+	.uleb128 .LEHE6-.LEHB6
+	.uleb128 .L53-.LCOLDB4
+	.uleb128 0
+	.uleb128 .LEHB7-.LCOLDB4
+	.uleb128 .LEHE7-.LEHB7
+	.uleb128 0
+	.uleb128 0
+	.uleb128 .LEHB8-.LCOLDB4
+	.uleb128 .LEHE8-.LEHB8
+	.uleb128 0
+	.uleb128 0
+.LLSDACSEC175:
+	.byte	0x2
+	.byte	0
+	.byte	0x1
+	.byte	0x7d
+	.align 4
+	.long	0
+
+	.long	DW.ref._ZTISt9exception-.
+.LLSDATTC175:
+	.section	.text.unlikely
+	.text
+	.size	anyffi_cxx_dlopen, .-anyffi_cxx_dlopen
+	.section	.text.unlikely
+	.size	anyffi_cxx_dlopen.cold, .-anyffi_cxx_dlopen.cold
+.LCOLDE4:
+	.text
+.LHOTE4:
 	.hidden	DW.ref._ZTISt9exception
 	.weak	DW.ref._ZTISt9exception
 	.section	.data.rel.local.DW.ref._ZTISt9exception,"awG",@progbits,DW.ref._ZTISt9exception,comdat

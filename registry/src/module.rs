@@ -514,7 +514,8 @@ pub fn load_dylib(path: &str) -> Result<Module> {
         ))
     })?;
     // SAFETY: a NUL-terminated path; RTLD_LOCAL keeps the library's symbols to itself.
-    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+    let handle =
+        unsafe { crate::cxx_module::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
     if handle.is_null() {
         // SAFETY: dlerror returns a thread-local message or NULL.
         let msg = unsafe {

@@ -145,3 +145,25 @@ def test_module_methods_and_imports(kernel_lib, tmp_path):
 def test_missing_file():
     with pytest.raises(FileNotFoundError):
         anyffi.load_module("/no/such/lib.so")
+
+
+def test_a_library_whose_static_initialiser_throws(tmp_path):
+    # the process aborts (as the official library's does, by std::terminate), but says what was
+    # thrown: on our library the exception reached Rust frames, whose abort lost the message
+    import sys
+
+    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    src, so = tmp_path / "boom.cc", tmp_path / "libboom.so"
+    src.write_text(
+        "#include <stdexcept>\n"
+        "struct Boom { Boom() { throw std::runtime_error(\"boom from a static initialiser\"); } };\n"
+        "static Boom boom;\n"
+    )
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
+    code = f"import anyffi; anyffi.load_module({str(so)!r}); print('returned')"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(anyffi.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode != 0 and "returned" not in r.stdout, (r.returncode, r.stdout, r.stderr)
+    assert "boom from a static initialiser" in r.stderr, r.stderr
