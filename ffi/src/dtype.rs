@@ -13,7 +13,6 @@
 //! - a bare trailing `xvscale` (`int8xvscale`) is accepted upstream as one lane; here it is the
 //!   same "Invalid lanes specification" error as `int8xvscalex`.
 //!
-//!
 //! Custom types (`custom[name]bits`, codes 129 to 255) are named by two global functions that a
 //! user library registers, as upstream: `dtype.get_custom_type_code(name) -> int` when parsing
 //! and `dtype.get_custom_type_name(code) -> str` when printing. Without them, they are the
@@ -303,6 +302,13 @@ impl Parser<'_> {
         } else {
             return Err(self.unknown());
         };
+        self.bits_and_lanes(code, default_bits, pos)
+    }
+
+    /// The rest of a dtype after its type name, from `pos`: an optional bit count (a missing
+    /// one, and also an explicit 0 as in "int0", mean `default_bits`) and an optional lanes
+    /// suffix, then the end.
+    fn bits_and_lanes(&self, code: u8, default_bits: u8, pos: usize) -> Result<DLDataType, String> {
         let (bits, pos) = self.digits(pos)?;
         if bits > u32::from(u8::MAX) {
             return Err(format!(
@@ -310,10 +316,9 @@ impl Parser<'_> {
                 self.shown()
             ));
         }
-        // A missing bit count, and also an explicit 0 ("int0"), both mean the default width.
         let bits = if bits == 0 { default_bits } else { bits as u8 };
         let (lanes, pos) = self.lanes(pos, true)?;
-        if pos != s.len() {
+        if pos != self.s.len() {
             return Err(self.unknown());
         }
         Ok(DLDataType { code, bits, lanes })
@@ -443,25 +448,10 @@ impl Parser<'_> {
             )));
         };
         let code = custom_code(&rest[1..close], &self.shown())?;
-        let pos = b"custom".len() + close + 1;
-        let (bits, pos) = self.digits(pos).map_err(Error::value_error)?;
-        if bits > u32::from(u8::MAX) {
-            return Err(Error::value_error(format!(
-                "Bits value {bits} is out of range for uint8_t in dtype '{}'",
-                self.shown()
-            )));
-        }
-        let (lanes, pos) = self.lanes(pos, true).map_err(Error::value_error)?;
-        if pos != self.s.len() {
-            return Err(Error::value_error(self.unknown()));
-        }
-        Ok(DLDataType {
-            code,
-            // none written (or 0): 32, upstream's default for every dtype, so that what the
-            // printer writes (no bits for custom dtypes) parses back
-            bits: if bits == 0 { 32 } else { bits as u8 },
-            lanes,
-        })
+        // no bits written: 32, upstream's default for every dtype, so that what the printer
+        // writes (no bits for custom dtypes) parses back
+        self.bits_and_lanes(code, 32, b"custom".len() + close + 1)
+            .map_err(Error::value_error)
     }
 }
 
