@@ -278,7 +278,8 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
     let both_compact = dst.compact() && src.compact();
     let bits = dst.dtype.bits as usize * dst.dtype.lanes as usize;
     #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.80
-    if bits % 8 != 0 && !both_compact {
+    let whole_bytes = bits % 8 == 0;
+    if !whole_bytes && !both_compact {
         return Err(Error::value_error(format!(
             "strided copies of the sub-byte dtype {} are not supported",
             dtype_name(dst.dtype)
@@ -305,8 +306,7 @@ unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool)
     // Check both devices exist before touching memory.
     resolve(dst.device)?;
     resolve(src.device)?;
-    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.80
-    if bits % 8 != 0 {
+    if !whole_bytes {
         // A dtype whose elements are not whole bytes (int4, int12, int4x3, float6_e2m3fnx2;
         // both sides compact, checked above): `host_copy` moves whole elements of `bits / 8`
         // bytes, i.e. nothing or too little. Read the source's bytes first (so overlapping
