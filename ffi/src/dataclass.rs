@@ -11,7 +11,6 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
 use crate::abi::*;
@@ -26,6 +25,7 @@ use crate::list::{List, ListObj};
 use crate::map::{Dict, DictObj, Map, MapObj};
 use crate::reflection::{all_fields, type_info, type_key, FieldRef};
 use crate::shape::ShapeObj;
+use crate::structural::WalkRef;
 use crate::type_table;
 
 /// Objects deeper than this are refused rather than exhausting memory.
@@ -138,49 +138,18 @@ fn hook(name: &str, ti: i32) -> Option<TVMFFIAny> {
     type_table::attr_value(name, ti).filter(|v| v.type_index == kTVMFFIFunction)
 }
 
-/// A callback handed to a hook that re-enters the running engine on this thread while the hook
-/// runs, and a fresh engine otherwise.
-struct Reentry<T> {
-    engine: AtomicPtr<T>,
-    thread: usize,
-}
-
-impl<T> Reentry<T> {
-    fn new(engine: &T) -> Arc<Self> {
-        Arc::new(Reentry {
-            engine: AtomicPtr::new(engine as *const T as *mut T),
-            thread: crate::thread_token(),
-        })
-    }
-
-    /// The engine, while the hook that received it is still running on this thread.
-    fn get(&self) -> Option<&T> {
-        let p = self.engine.load(Ordering::Acquire);
-        if p.is_null() || crate::thread_token() != self.thread {
-            return None;
-        }
-        // SAFETY: non-NULL only while the engine's `call_hook` runs on this thread, which keeps
-        // the engine alive and holds none of its cells borrowed across the hook.
-        Some(unsafe { &*p })
-    }
-
-    fn close(&self) {
-        self.engine.store(std::ptr::null_mut(), Ordering::Release);
-    }
-}
-
 /// Calls `hook(args..., callback)` and closes the callback's re-entry afterwards.
 fn call_hook<T>(
     hook: TVMFFIAny,
     args: &[&Any],
     callback: &Function,
-    slot: &Reentry<T>,
+    slot: &WalkRef<T>,
 ) -> Result<Any> {
     let mut raw: Vec<TVMFFIAny> = args.iter().map(|a| *a.raw()).collect();
     raw.push(*AnyView::from(callback).raw());
     // SAFETY: the column keeps the hook alive; the arguments outlive the call.
     let r = unsafe { call_raw(hook.value.v_obj, raw.as_ptr(), raw.len() as i32) };
-    slot.close();
+    slot.clear();
     r
 }
 
@@ -306,11 +275,11 @@ impl Hasher {
         }
         if let Some(hk) = hook("__ffi_hash__", ti) {
             self.on_stack.borrow_mut().insert(key);
-            let slot = Reentry::new(self);
+            let slot = Arc::new(WalkRef::new(self));
             let inner = slot.clone();
             let cb =
                 Function::from_typed("ffi.RecursiveHash.fn_hash", move |x: Any| -> Result<i64> {
-                    Ok(match inner.get() {
+                    Ok(match inner.live() {
                         Some(h) => h.hash(&x)?,
                         None => Hasher::new().hash(&x)?,
                     } as i64)
@@ -625,14 +594,14 @@ impl Comparer {
         };
         let pair = (lo as usize, ro as usize);
         self.on_stack.borrow_mut().insert(pair);
-        let slot = Reentry::new(self);
+        let slot = Arc::new(WalkRef::new(self));
         let inner = slot.clone();
         let eq_only = self.eq_only;
         let cb = if is_eq {
             Function::from_typed(
                 "ffi.RecursiveEq.fn_eq",
                 move |a: Any, b: Any| -> Result<bool> {
-                    Ok(match inner.get() {
+                    Ok(match inner.live() {
                         Some(c) => c.compare(&a, &b)?,
                         None => Comparer::new(eq_only).compare(&a, &b)?,
                     } == 0)
@@ -641,7 +610,7 @@ impl Comparer {
         } else {
             Function::from_typed(
                 "ffi.RecursiveCompare.fn_cmp",
-                move |a: Any, b: Any| match inner.get() {
+                move |a: Any, b: Any| match inner.live() {
                     Some(c) => c.compare(&a, &b),
                     None => Comparer::new(eq_only).compare(&a, &b),
                 },

@@ -9,11 +9,11 @@
 //! (sharing its cycle state) for as long as the hook runs, and a fresh printer afterwards.
 //! `TVM_FFI_REPR_WITH_ADDR=1` appends object addresses, as in the official library.
 
+use crate::structural::WalkRef;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
 use crate::abi::*;
@@ -242,12 +242,6 @@ pub fn bigint_decimal(words: &[i64]) -> String {
         s.push_str(d);
     }
     s
-}
-
-/// The printer a hook's `fn_repr` re-enters while the hook runs (NULL afterwards).
-struct Reentry {
-    printer: AtomicPtr<Printer>,
-    thread: usize,
 }
 
 impl Printer {
@@ -537,26 +531,20 @@ impl Printer {
 
     /// Calls a `__ffi_repr__` hook with a `fn_repr` that re-enters this printer.
     fn call_hook(&self, hook: TVMFFIAny, v: &Any) -> Result<String> {
-        let slot = Arc::new(Reentry {
-            printer: AtomicPtr::new(self as *const Printer as *mut Printer),
-            thread: crate::thread_token(),
-        });
+        // the printer, re-entered while the hook runs on this thread (`call_hook` keeps it
+        // alive and holds none of its cells borrowed across the hook); a fresh one otherwise
+        let slot = Arc::new(WalkRef::new(self));
         let inner = slot.clone();
         let show_addr = self.show_addr;
-        let fn_repr = Function::from_typed("ffi.ReprPrint.fn_repr", move |x: Any| {
-            let p = inner.printer.load(Ordering::Acquire);
-            if !p.is_null() && crate::thread_token() == inner.thread {
-                // SAFETY: non-NULL only while `call_hook` runs on this thread, which keeps the
-                // printer alive and never holds its cells borrowed across the hook.
-                unsafe { &*p }.repr(&x)
-            } else {
-                Printer::new(show_addr).repr(&x)
-            }
-        });
+        let fn_repr =
+            Function::from_typed("ffi.ReprPrint.fn_repr", move |x: Any| match inner.live() {
+                Some(p) => p.repr(&x),
+                None => Printer::new(show_addr).repr(&x),
+            });
         let args = [*v.raw(), *AnyView::from(&fn_repr).raw()];
         // SAFETY: the column keeps the hook alive; `v` and `fn_repr` outlive the call.
         let r = unsafe { call_raw(hook.value.v_obj, args.as_ptr(), 2) };
-        slot.printer.store(std::ptr::null_mut(), Ordering::Release);
+        slot.clear();
         let r = r?;
         r.get::<String>().map_err(|_| {
             Error::type_error(format!(

@@ -281,7 +281,10 @@ pub fn dtype_word(d: DLDataType) -> u64 {
 }
 
 /// A raw pointer usable from the `Send + Sync` callback closures handed to custom hooks; the
-/// pointee is only touched on the thread that runs the walk, while it runs (checked).
+/// pointee is only touched on the thread that runs the walk, while it runs (checked). Also the
+/// re-entry of the dataclass engines (`dataclass.rs`) and of `ffi.ReprPrint` (`repr.rs`). The
+/// owner keeps the pointee alive until `clear`, and holds none of its cells borrowed across the
+/// callbacks.
 pub(crate) struct WalkRef<T> {
     ptr: std::sync::atomic::AtomicPtr<T>,
     thread: usize,
@@ -300,16 +303,23 @@ impl<T> WalkRef<T> {
         }
     }
 
-    /// The walk, while it runs on this thread.
-    pub(crate) fn get(&self, what: &str) -> Result<&T> {
+    /// The walk, while it runs on this thread; None otherwise.
+    pub(crate) fn live(&self) -> Option<&T> {
         let p = self.ptr.load(std::sync::atomic::Ordering::Acquire);
         if p.is_null() || crate::thread_token() != self.thread {
-            return Err(Error::runtime_error(format!(
-                "{what}: the callback was called outside the traversal that created it"
-            )));
+            return None;
         }
         // SAFETY: non-NULL only while the walk that owns the pointee runs on this thread.
-        Ok(unsafe { &*p })
+        Some(unsafe { &*p })
+    }
+
+    /// The walk, while it runs on this thread.
+    pub(crate) fn get(&self, what: &str) -> Result<&T> {
+        self.live().ok_or_else(|| {
+            Error::runtime_error(format!(
+                "{what}: the callback was called outside the traversal that created it"
+            ))
+        })
     }
 
     /// Marks the walk finished.
