@@ -27,13 +27,8 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "ffi.String",
         "String(s): s itself as an ffi.String (the same object when it is one).",
         global::function_schema(&["ffi.String"], "ffi.String"),
-        // by type, not content: an ffi.String holds any bytes (as_str would refuse non-UTF-8)
-        |args| {
-            identity_cast(args, "ffi.String", "str", |v| {
-                use anyffi::abi::{kTVMFFIRawStr, kTVMFFISmallStr, kTVMFFIStr};
-                matches!(v.type_index(), kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr)
-            })
-        },
+        // any bytes: an ffi.String need not be UTF-8 (as_str would refuse it)
+        |args| identity_cast(args, "ffi.String", "str", |v| v.as_str_bytes().is_some()),
     );
     r.packed_schema(
         "ffi.Bytes",
