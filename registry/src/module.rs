@@ -151,7 +151,8 @@ struct ModuleBlock {
     state: LibState,
 }
 
-/// The block a module made by `make_module` lives in (the address is only computed).
+/// The block a module made by `make_module` lives in (the address is only computed). For a
+/// module made by C++ code it is where that object starts: its vtable pointer comes first too.
 fn block_of(module: *const ModuleObj) -> *mut ModuleBlock {
     (module as *mut u8).wrapping_sub(std::mem::offset_of!(ModuleBlock, module)) as *mut ModuleBlock
 }
@@ -697,7 +698,7 @@ pub struct KeptModule {
 
 impl KeptModule {
     pub fn new(module: Module) -> Self {
-        let block = (module.as_raw() as usize).wrapping_sub(std::mem::size_of::<*const c_void>());
+        let block = block_of(module.as_ptr()) as usize;
         KeptModule {
             module,
             _block: block,
