@@ -119,25 +119,18 @@ def free_host(d: DeviceLike, ptr: Any) -> None:
     _call("free_host", _dev(d), _ptr("free_host", "ptr", ptr))
 
 
+def _copy_args(func: str, dst: Any, src: Any, nbytes: int, kind: int) -> tuple:
+    """The (dst, src, nbytes, kind) arguments of memcpy and memcpy_async, checked."""
+    return (_ptr(func, "dst", dst), _ptr(func, "src", src), _int(func, "nbytes", nbytes), _int(func, "kind", kind))
+
+
 def memcpy(dst: Any, src: Any, nbytes: int, kind: int) -> None:
-    _call(
-        "memcpy",
-        _ptr("memcpy", "dst", dst),
-        _ptr("memcpy", "src", src),
-        _int("memcpy", "nbytes", nbytes),
-        _int("memcpy", "kind", kind),
-    )
+    _call("memcpy", *_copy_args("memcpy", dst, src, nbytes, kind))
 
 
 def memcpy_async(dst: Any, src: Any, nbytes: int, kind: int, stream: Any) -> None:
-    _call(
-        "memcpy_async",
-        _ptr("memcpy_async", "dst", dst),
-        _ptr("memcpy_async", "src", src),
-        _int("memcpy_async", "nbytes", nbytes),
-        _int("memcpy_async", "kind", kind),
-        _ptr("memcpy_async", "stream", stream),
-    )
+    args = _copy_args("memcpy_async", dst, src, nbytes, kind)
+    _call("memcpy_async", *args, _ptr("memcpy_async", "stream", stream))
 
 
 # -- tensors ------------------------------------------------------------------------------------
