@@ -7,7 +7,8 @@
 //! a plain driver call (cuCtxGetCurrent) as the anchor, binding the device, the kernel lookup, a
 //! bare cuLaunchKernel of the add kernel on 1 element, a stream-ordered alloc + free pair, and
 //! the whole `ops.add` (1 element) and `ops.self_attention` (decode, 4096 keys, GQA 6:1, split-KV)
-//! calls through the registry.
+//! calls through the registry, then that attention's two kernels launched alone (where its GPU
+//! time goes).
 
 use std::ffi::c_void;
 use std::time::Instant;
@@ -193,6 +194,65 @@ fn main() {
         best_us(|| {
             att.call(&[o.view(), q.view(), k.view(), v.view(), scale])
                 .unwrap();
+        }),
+    ));
+    // the call's two kernels alone (split-KV as the launcher picks it for this shape on an
+    // H100: 128 splits of 32 keys, the grouped kernel's 2 x 128 blocks, the combine's 4 x 12),
+    // on a workspace allocated once
+    let (splits, split_len) = (128i32, 32i32);
+    let ws = Dev::new(&[12 * splits as i64 * (128 + 2)]);
+    let (qp, kp, vp, op_, wsp) = (
+        q.ptr as usize,
+        k.ptr as usize,
+        v.ptr as usize,
+        o.ptr as usize,
+        ws.ptr as usize,
+    );
+    let (l, h, s, hk, dv, sc) = (1i32, 12i32, 4096i32, 2i32, 128i32, 1.0f32 / 128f32.sqrt());
+    let decode = nvrtc::function(0, "self_attention_decode_gqa_f32_128").unwrap();
+    let combine = nvrtc::function(0, "self_attention_combine_f32").unwrap();
+    let raw = |f: cu::CUfunction, grid: (u32, u32), shmem: u32, p: &mut [*mut c_void]| {
+        // SAFETY: the kernel's parameters, in its order and types (attention.cu), on device
+        // buffers of the sizes it reads and writes; default stream.
+        unsafe {
+            cu::cuLaunchKernel(
+                f,
+                grid.0,
+                grid.1,
+                1,
+                128,
+                1,
+                1,
+                shmem,
+                std::ptr::null_mut(),
+                p.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+    };
+    macro_rules! ps {
+        ($($a:ident),*) => { [$(&$a as *const _ as *mut c_void),*] };
+    }
+    rows.push((
+        "  its grouped decode kernel alone (f32, 256 blocks)",
+        best_us(|| {
+            raw(
+                decode,
+                (splits as u32, hk as u32),
+                4 * 8 * 128 * 4,
+                &mut ps!(qp, kp, vp, l, h, s, hk, sc, splits, split_len, wsp),
+            )
+        }),
+    ));
+    rows.push((
+        "  its combine kernel alone (48 blocks)",
+        best_us(|| {
+            raw(
+                combine,
+                (4, h as u32),
+                splits as u32 * 4,
+                &mut ps!(op_, wsp, l, h, dv, splits),
+            )
         }),
     ));
     let anchor = rows[0].1;

@@ -415,6 +415,11 @@ fn self_attention_decode_prefill_gqa() {
             (5, 11, 4, 2, 8),
             (1, 300, 6, 1, 128),
             (3, 700, 4, 2, 64),
+            // the grouped decode kernel with two blocks a KV head (8 heads, 4 a block at d 256)
+            // and with 12:1 heads; the per-head decode kernel (d 96 is not 64, 128 or 256)
+            (2, 400, 16, 2, 256),
+            (1, 1000, 12, 1, 64),
+            (1, 500, 6, 2, 96),
             (64, 64, 12, 2, 128),
         ] {
             let mut ts = vec![

@@ -232,6 +232,33 @@ template <typename E> void test_rearrange(void (*k)(E*, const E*, i64, Lay)) {
     expect(ok, "rearrange " + std::to_string(sizeof(E)));
 }
 
+// Causal attention in f64 (bottom-right aligned, GQA), out [L, H, DV] row-major.
+template <typename T>
+std::vector<double> attention_reference(const std::vector<T>& q, const std::vector<T>& kk, const std::vector<T>& v, int L,
+                                        int S, int H, int HK, int D, int DV, float scale) {
+    std::vector<double> want;
+    for (int i = 0; i < L; ++i)
+        for (int h = 0; h < H; ++h) {
+            int g = h / (H / HK), nk = i + S - L + 1;
+            std::vector<double> s(nk);
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < nk; ++j) {
+                double acc = 0;
+                for (int t = 0; t < D; ++t)
+                    acc += (double)to_f32(q[((size_t)i * H + h) * D + t]) * to_f32(kk[((size_t)j * HK + g) * D + t]);
+                s[j] = acc * scale;
+                mx = std::max(mx, s[j]);
+            }
+            for (auto& x : s) sum += (x = std::exp(x - mx));
+            for (int t = 0; t < DV; ++t) {
+                double acc = 0;
+                for (int j = 0; j < nk; ++j) acc += s[j] * to_f32(v[((size_t)j * HK + g) * DV + t]);
+                want.push_back(acc / sum);
+            }
+        }
+    return want;
+}
+
 template <typename T>
 void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, int, int, int, float, int, int, float*),
                     void (*combine)(T*, const float*, int, int, int, int),
@@ -241,7 +268,7 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
     // splits that are empty for the early causal rows and splits spanning two key chunks
     int shapes[][6] = {{2, 2, 1, 1, 4, 1},   {5, 11, 4, 2, 8, 1},  {1, 300, 6, 1, 32, 1}, {2, 600, 2, 1, 16, 1},
                        {5, 11, 2, 1, 8, 4},  {1, 300, 2, 1, 32, 5}, {1, 600, 1, 1, 16, 2}, {2, 12, 1, 1, 8, 12},
-                       {1, 70, 3, 1, 40, 3}};
+                       {1, 70, 3, 1, 40, 3},  {1, 600, 1, 1, 16, 37}};
     // split shapes run twice: the general kernel, then the decode kernel (dec = 1)
     for (int run = 0; run < 2 * (int)(sizeof shapes / sizeof shapes[0]); ++run) {
         auto& sh = shapes[run / 2];
@@ -262,31 +289,45 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
             emu_launch(L * splits, H, 128, (D + DV + 256) * 4, [&] {
                 k(o.data(), q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale, splits, split_len, ws.data());
             });
-        if (splits > 1) emu_launch(L, H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, DV, splits); });
-        std::vector<double> got, want;
-        for (int i = 0; i < L; ++i)
-            for (int h = 0; h < H; ++h) {
-                int g = h / (H / HK), nk = i + S - L + 1;
-                std::vector<double> s(nk);
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < nk; ++j) {
-                    double acc = 0;
-                    for (int t = 0; t < D; ++t)
-                        acc += (double)to_f32(q[((size_t)i * H + h) * D + t]) * to_f32(kk[((size_t)j * HK + g) * D + t]);
-                    s[j] = acc * scale;
-                    mx = std::max(mx, s[j]);
-                }
-                for (auto& x : s) sum += (x = std::exp(x - mx));
-                for (int t = 0; t < DV; ++t) {
-                    double acc = 0;
-                    for (int j = 0; j < nk; ++j) acc += s[j] * to_f32(v[((size_t)j * HK + g) * DV + t]);
-                    want.push_back(acc / sum);
-                    got.push_back(to_f32(o[((size_t)i * H + h) * DV + t]));
-                }
-            }
+        if (splits > 1) emu_launch(L * ((DV + 31) / 32), H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, DV, splits); });
+        std::vector<double> got, want = attention_reference(q, kk, v, L, S, H, HK, D, DV, scale);
+        for (auto x : o) got.push_back(to_f32(x));
         char what[128];
         std::snprintf(what, sizeof what, "attention %s (%d,%d,%d,%d,%d) %d splits%s", dname<T>(), L, S, H, HK, D, splits,
                       dec ? " decode kernel" : "");
+        close(got, want, tol_of<T>(), what);
+    }
+}
+
+// The grouped decode kernels (D = 64, 128, 256; HB query heads a block), then the combine:
+// groups of 1, 2, 6 and 12 heads (12 > HB: two blocks a KV head, the second partly used), rows
+// whose early splits are empty, splits that end inside a DEC_BATCH of a warp's keys, and 45
+// splits (the combine's eight-at-a-time loop).
+template <typename T>
+void test_attention_gqa(void (*const kernels[3])(const T*, const T*, const T*, int, int, int, int, float, int, int, float*),
+                        void (*combine)(T*, const float*, int, int, int, int)) {
+    // L, S, H, HK, D, splits
+    int shapes[][6] = {{1, 300, 6, 1, 64, 5},  {3, 70, 4, 2, 128, 3}, {1, 100, 12, 1, 64, 4},
+                       {2, 45, 2, 2, 256, 2},  {1, 37, 8, 2, 128, 2}, {4, 9, 6, 3, 64, 3}, {1, 300, 6, 1, 64, 45}};
+    for (auto& sh : shapes) {
+        int L = sh[0], S = sh[1], H = sh[2], HK = sh[3], D = sh[4], splits = sh[5];
+        int hb_max = D == 256 ? 4 : 8, G = H / HK, hb = (G + hb_max - 1) / hb_max;
+        int split_len = (S + splits - 1) / splits;
+        auto q = rand_vec<T>((size_t)L * H * D, -1, 1), kk = rand_vec<T>((size_t)S * HK * D, -1, 1),
+             v = rand_vec<T>((size_t)S * HK * D, -1, 1);
+        std::vector<T> o((size_t)L * H * D);
+        float scale = 1.0f / std::sqrt((float)D);
+        std::vector<float> ws((size_t)L * H * splits * (D + 2), NAN);
+        auto kern = kernels[D == 64 ? 0 : D == 128 ? 1 : 2];
+        emu_launch(L * splits, HK * hb, 128, 4 * hb_max * D * 4, [&] {
+            kern(q.data(), kk.data(), v.data(), L, H, S, HK, scale, splits, split_len, ws.data());
+        });
+        emu_launch(L * ((D + 31) / 32), H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, D, splits); });
+        std::vector<double> got, want = attention_reference(q, kk, v, L, S, H, HK, D, D, scale);
+        for (auto x : o) got.push_back(to_f32(x));
+        char what[128];
+        std::snprintf(what, sizeof what, "attention %s (%d,%d,%d,%d,%d) %d splits, grouped decode kernel", dname<T>(), L,
+                      S, H, HK, D, splits);
         close(got, want, tol_of<T>(), what);
     }
 }
@@ -333,7 +374,7 @@ void test_attention_neginf() {
                 emu_launch(splits, 1, 128, (D + DV + 256) * 4, [&] {
                     self_attention_f32(o.data(), q.data(), kk.data(), v.data(), 1, 1, S, 1, D, DV, 1.0f, splits, len, ws.data());
                 });
-            if (splits > 1) emu_launch(1, 1, 128, splits * 4, [&] { self_attention_combine_f32(o.data(), ws.data(), 1, 1, DV, splits); });
+            if (splits > 1) emu_launch((DV + 31) / 32, 1, 128, splits * 4, [&] { self_attention_combine_f32(o.data(), ws.data(), 1, 1, DV, splits); });
             bool ok = true;
             for (int t = 0; t < DV; ++t)
                 ok &= c.all ? std::isnan(o[t]) : std::fabs(o[t] - want[t]) <= 1e-5 * (1 + std::fabs(want[t]));
@@ -401,6 +442,16 @@ int main() {
         test_attention<f16_t>(self_attention_f16, self_attention_combine_f16, self_attention_decode_f16);
         test_attention<bf16_t>(self_attention_bf16, self_attention_combine_bf16, self_attention_decode_bf16);
         test_attention_neginf();
+        static void (*const gf32[3])(const float*, const float*, const float*, int, int, int, int, float, int, int, float*) = {
+            self_attention_decode_gqa_f32_64, self_attention_decode_gqa_f32_128, self_attention_decode_gqa_f32_256};
+        static void (*const gf16[3])(const f16_t*, const f16_t*, const f16_t*, int, int, int, int, float, int, int, float*) = {
+            self_attention_decode_gqa_f16_64, self_attention_decode_gqa_f16_128, self_attention_decode_gqa_f16_256};
+        static void (*const gbf16[3])(const bf16_t*, const bf16_t*, const bf16_t*, int, int, int, int, float, int, int,
+                                      float*) = {self_attention_decode_gqa_bf16_64, self_attention_decode_gqa_bf16_128,
+                                                 self_attention_decode_gqa_bf16_256};
+        test_attention_gqa<float>(gf32, self_attention_combine_f32);
+        test_attention_gqa<f16_t>(gf16, self_attention_combine_f16);
+        test_attention_gqa<bf16_t>(gbf16, self_attention_combine_bf16);
     });
     timed("bias", [] {
         test_bias();

@@ -432,7 +432,7 @@ pub(crate) fn self_attention(
     dims: [i64; 6],
     scale: f32,
 ) -> Result<()> {
-    let [l, h, s, _, d, dv] = dims;
+    let [l, h, s, hk, d, dv] = dims;
     if d + dv > ATTENTION_MAX_D_PLUS_DV {
         return Err(Error::value_error(format!(
             "{op}: on CUDA the head sizes of `q` (d = {d}) and `v` (dv = {dv}) must add up to at \
@@ -464,7 +464,22 @@ pub(crate) fn self_attention(
         ),
     };
     let [o, q, k, v] = ptrs.map(|p| p as usize);
-    let (splits, split_len) = attention_splits(dev, l, h, s);
+    // the grouped decode kernel: head sizes of 64, 128 or 256 (a lane loads d / 32 consecutive
+    // elements at once, so q, k and v must be aligned to that many bytes, at most 16), one block
+    // for up to `per_block` query heads of a KV head
+    let esize = if dt == DType::F32 { 4 } else { 2 };
+    let per_block = if d == 256 { 4 } else { 8 };
+    let gqa = d == dv
+        && matches!(d, 64 | 128 | 256)
+        && [q, k, v]
+            .iter()
+            .all(|&p| p % (esize * d as usize / 32).min(16) == 0);
+    let units = if gqa {
+        l * hk * ((h / hk + per_block - 1) / per_block)
+    } else {
+        l * h
+    };
+    let (splits, split_len) = attention_splits(dev, l, h, units, s);
     let [l, h, s, hk, d, dv] = dims.map(|x| x as i32);
     let shmem = ((d + dv + 256) * 4) as u32;
     // the split-KV workspace, stream-ordered: allocated and freed on the call's stream
@@ -477,8 +492,31 @@ pub(crate) fn self_attention(
     let (splits, split_len) = if split { (splits, split_len) } else { (1, s) };
     let wsp = ws as usize;
     let grid = (l as u32 * splits as u32, h as u32);
-    // split-KV with head sizes the decode kernel holds in registers (DEC_MAX * 32)
-    let first = if split && d <= 256 && dv <= 256 {
+    let first = if split && gqa {
+        let name = match (dt, d) {
+            (DType::F32, 64) => "self_attention_decode_gqa_f32_64",
+            (DType::F32, 128) => "self_attention_decode_gqa_f32_128",
+            (DType::F32, _) => "self_attention_decode_gqa_f32_256",
+            (DType::F16, 64) => "self_attention_decode_gqa_f16_64",
+            (DType::F16, 128) => "self_attention_decode_gqa_f16_128",
+            (DType::F16, _) => "self_attention_decode_gqa_f16_256",
+            (_, 64) => "self_attention_decode_gqa_bf16_64",
+            (_, 128) => "self_attention_decode_gqa_bf16_128",
+            _ => "self_attention_decode_gqa_bf16_256",
+        };
+        let hb = (h / hk + per_block as i32 - 1) / per_block as i32;
+        let shmem = (4 * per_block as i32 * d * 4) as u32;
+        launch(
+            op,
+            c,
+            name,
+            (l as u32 * splits as u32, (hk * hb) as u32),
+            128,
+            shmem,
+            &mut params!(q, k, v, l, h, s, hk, scale, splits, split_len, wsp),
+        )
+    } else if split && d <= 256 && dv <= 256 {
+        // split-KV with head sizes the decode kernel holds in registers (DEC_MAX * 32)
         let shmem = (dv * 4 * 4) as u32;
         launch(
             op,
@@ -508,7 +546,7 @@ pub(crate) fn self_attention(
             op,
             c,
             combine,
-            (l as u32, h as u32),
+            (l as u32 * (dv as u32).div_ceil(32), h as u32),
             128,
             splits as u32 * 4,
             &mut params!(o, wsp, l, h, dv, splits),
@@ -520,17 +558,17 @@ pub(crate) fn self_attention(
     second
 }
 
-/// `(splits, keys per split)` for attention on `l` query rows, `h` heads and `s` keys: one
+/// `(splits, keys per split)` for attention on `l` query rows, `h` heads and `s` keys, whose
+/// kernel runs `units` blocks per split (`l * h`, or fewer for the grouped decode kernel): one
 /// split while the rows and heads fill the GPU, else enough splits of at least 32 keys for
 /// about `ANYFFI_CUDA_ATTN_BLOCKS_PER_SM` blocks per multiprocessor (default 8; at most 256
 /// splits).
-fn attention_splits(dev: i32, l: i64, h: i64, s: i64) -> (i32, i32) {
+fn attention_splits(dev: i32, l: i64, h: i64, units: i64, s: i64) -> (i32, i32) {
     let target = attn_blocks_per_sm() * sm_count(dev) as i64;
-    let blocks = l * h;
-    if blocks >= target / 2 || s < 64 {
+    if l * h >= target / 2 || s < 64 {
         return (1, s as i32);
     }
-    let want = (target / blocks).clamp(1, 256);
+    let want = (target / units).clamp(1, 256);
     let len = ((s + want - 1) / want).max(32);
     let len = (len + 31) / 32 * 32;
     let splits = (s + len - 1) / len;

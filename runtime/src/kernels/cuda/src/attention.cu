@@ -159,13 +159,154 @@ __device__ void attention_decode(const T* q, const T* k, const T* v, int L, int 
     }
 }
 
-// Grid (L, H); dynamic shared memory: `splits` floats. An empty split (no keys: sum 0) weighs
-// nothing; a NaN sum makes the row NaN, as in the single-split kernel.
+// The grouped decode kernel for split-KV with head sizes D == DV == 32 * E (E = 2, 4 or 8, so
+// D = 64, 128 or 256): the query heads that share a KV head (GQA) read each key and value row
+// once. Block (i * splits + z, g * hb + c) serves query heads g * G + c * HB + r, r < min(HB,
+// G - c * HB), of KV head g (G = H / HK, hb = ceil(G / HB)), over the keys of split z of row i.
+// Each warp streams every nw-th key of the split, DEC_BATCH keys at a time: their K and V rows
+// are loaded first (lane l holds elements [l * E, l * E + E), one vector load per row; the
+// launcher checks the alignment), then each head's scores, one online-softmax step per batch
+// and the V update. Per warp and head: running max, sum and accumulator in registers, merged
+// through shared memory at the end and written to the split-KV workspace as the other decode
+// kernel does. Dynamic shared memory: nw * HB * DV floats.
+#define DEC_BATCH 4
+
+// E consecutive elements as one aligned load (at most 16 bytes a load).
+template <typename T, int E>
+struct alignas(sizeof(T) * E < 16 ? sizeof(T) * E : 16) Pack {
+    T x[E];
+};
+
+template <typename T, int E>
+__device__ __forceinline__ void load_pack(const T* p, float* out) {
+    Pack<T, E> pk = *reinterpret_cast<const Pack<T, E>*>(p);
+    for (int u = 0; u < E; ++u) out[u] = to_f32(pk.x[u]);
+}
+
+template <typename T, int E, int HB>
+__device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, int H, int S,
+                                     int HK, float scale, int splits, int split_len, float* ws) {
+    const int D = 32 * E;
+    DYNAMIC_SHARED(float, wacc);
+    __shared__ float wm[ATT_THREADS / 32 * HB], wt[ATT_THREADS / 32 * HB];
+    int G = H / HK, hb = (G + HB - 1) / HB;
+    int i = blockIdx.x / splits, z = blockIdx.x % splits, g = blockIdx.y / hb;
+    int h0 = g * G + (blockIdx.y % hb) * HB, gc = min(HB, g * G + G - h0);
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    float qr[HB][E], acc[HB][E], m[HB], total[HB];
+    for (int r = 0; r < HB; ++r) {
+        if (r < gc) {
+            load_pack<T, E>(q + ((i64)i * H + h0 + r) * D + lane * E, qr[r]);
+        } else {
+            for (int u = 0; u < E; ++u) qr[r][u] = 0.0f;
+        }
+        for (int u = 0; u < E; ++u) {
+            qr[r][u] *= scale;
+            acc[r][u] = 0.0f;
+        }
+        m[r] = NEG_INF;
+        total[r] = 0.0f;
+    }
+    // no int overflow: S - L >= 0 and nk <= S; hi without forming lo + split_len past 2^31 - 1
+    int nk = S - L + 1 + i;
+    int lo = z * split_len, hi = nk - lo < split_len ? nk : lo + split_len;
+    for (int j0 = lo + warp; j0 < hi; j0 += DEC_BATCH * nw) {
+        float kf[DEC_BATCH][E], vf[DEC_BATCH][E];
+        for (int b = 0; b < DEC_BATCH; ++b) {
+            int j = j0 + b * nw;
+            if (j < hi) {
+                i64 off = ((i64)j * HK + g) * D + lane * E;
+                load_pack<T, E>(k + off, kf[b]);
+                load_pack<T, E>(v + off, vf[b]);
+            } else {
+                // keys past the split: score -inf (weight 0) and values 0, never garbage
+                for (int u = 0; u < E; ++u) {
+                    kf[b][u] = 0.0f;
+                    vf[b][u] = 0.0f;
+                }
+            }
+        }
+        // register arrays: every loop over r, b and u has constant bounds (fully unrolled), and
+        // heads past gc are skipped by a branch that is the same for the whole block
+#pragma unroll
+        for (int r = 0; r < HB; ++r) {
+            if (r >= gc) continue;
+            float s[DEC_BATCH];
+            for (int b = 0; b < DEC_BATCH; ++b) {
+                float a = 0.0f;
+                for (int u = 0; u < E; ++u) a += qr[r][u] * kf[b][u];
+                s[b] = a;
+            }
+            float mn = m[r];
+            for (int b = 0; b < DEC_BATCH; ++b) {
+                s[b] = warp_sum(s[b]);
+                if (j0 + b * nw >= hi) s[b] = NEG_INF;
+                mn = fmaxf(mn, s[b]);
+            }
+            float corr = (m[r] == mn) ? 1.0f : expf(m[r] - mn);
+            float t = total[r] * corr;
+            for (int u = 0; u < E; ++u) acc[r][u] *= corr;
+            for (int b = 0; b < DEC_BATCH; ++b) {
+                // as in `attention`: a -inf score weighs 0 even before a finite one was seen;
+                // NaN and +inf scores still make the row NaN
+                float p = s[b] == NEG_INF ? 0.0f : expf(s[b] - mn);
+                t += p;
+                for (int u = 0; u < E; ++u) acc[r][u] += p * vf[b][u];
+            }
+            total[r] = t;
+            m[r] = mn;
+        }
+    }
+    // merge the warps per head: rescale each to the block's max (a warp without keys: sum 0)
+#pragma unroll
+    for (int r = 0; r < HB; ++r) {
+        if (r < gc && lane == 0) {
+            wm[warp * HB + r] = m[r];
+            wt[warp * HB + r] = total[r];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < HB; ++r) {
+        if (r >= gc) continue;
+        float mx = NEG_INF;
+        for (int w = 0; w < nw; ++w)
+            if (wt[w * HB + r] != 0.0f) mx = fmaxf(mx, wm[w * HB + r]);
+        float mine = total[r] != 0.0f ? expf(m[r] - mx) : 0.0f;
+        for (int u = 0; u < E; ++u) wacc[(warp * HB + r) * D + lane * E + u] = acc[r][u] * mine;
+    }
+    __syncthreads();
+    for (int x = tid; x < gc * D; x += blockDim.x) {
+        int r = x / D, t = x % D;
+        float a = 0.0f;
+        for (int w = 0; w < nw; ++w) a += wacc[(w * HB + r) * D + t];
+        ws[(((i64)i * H + h0 + r) * splits + z) * D + t] = a;
+    }
+    if (tid < gc) {
+        int r = tid;
+        float mx = NEG_INF, sum = 0.0f;
+        for (int w = 0; w < nw; ++w)
+            if (wt[w * HB + r] != 0.0f) mx = fmaxf(mx, wm[w * HB + r]);
+        for (int w = 0; w < nw; ++w)
+            if (wt[w * HB + r] != 0.0f) sum += wt[w * HB + r] * expf(wm[w * HB + r] - mx);
+        float* ml = ws + (i64)L * H * splits * D + (((i64)i * H + h0 + r) * splits + z) * 2;
+        ml[0] = mx;
+        ml[1] = sum;
+    }
+}
+
+// Grid (L * ncb, H) with ncb = ceil(DV / 32): block (i * ncb + cb, h) writes columns
+// [32 * cb, 32 * cb + 32) of row i, head h; lane l serves column 32 * cb + l and warp w the
+// splits w, w + nw, ..., eight at a time (eight loads in flight a thread), the warps' sums
+// added through shared memory. Dynamic shared memory: `splits` floats. An empty split (no
+// keys: sum 0) weighs nothing; a NaN sum makes the row NaN, as in the single-split kernel.
 template <typename T>
 __device__ void attention_combine(T* out, const float* ws, int L, int H, int DV, int splits) {
     DYNAMIC_SHARED(float, wz);
-    int tid = threadIdx.x;
-    i64 row = (i64)blockIdx.x * H + blockIdx.y;
+    __shared__ float red[ATT_THREADS];
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    int ncb = (DV + 31) / 32, i = blockIdx.x / ncb, t = (blockIdx.x % ncb) * 32 + lane;
+    i64 row = (i64)i * H + blockIdx.y;
     const float* ml = ws + (i64)L * H * splits * DV + row * splits * 2;
     float mx = NEG_INF;
     for (int z = tid; z < splits; z += blockDim.x)
@@ -178,20 +319,21 @@ __device__ void attention_combine(T* out, const float* ws, int L, int H, int DV,
         total += ml[2 * z + 1] * w;
     }
     total = block_sum(total);  // its barrier also publishes wz
-    const float* part = ws + row * splits * DV;
-    T* orow = out + row * DV;
-    for (int t = tid; t < DV; t += blockDim.x) {
-        // four independent sums keep four loads in flight
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        int z = 0;
-        for (; z + 4 <= splits; z += 4) {
-            a0 += wz[z] * part[(i64)z * DV + t];
-            a1 += wz[z + 1] * part[(i64)(z + 1) * DV + t];
-            a2 += wz[z + 2] * part[(i64)(z + 2) * DV + t];
-            a3 += wz[z + 3] * part[(i64)(z + 3) * DV + t];
-        }
-        for (; z < splits; ++z) a0 += wz[z] * part[(i64)z * DV + t];
-        orow[t] = from_f32<T>(((a0 + a1) + (a2 + a3)) / total);
+    const float* part = ws + row * splits * DV + t;
+    float a[8];
+    for (int u = 0; u < 8; ++u) a[u] = 0.0f;
+    if (t < DV) {
+        int z = warp;
+        for (; z + 7 * nw < splits; z += 8 * nw)
+            for (int u = 0; u < 8; ++u) a[u] += wz[z + u * nw] * part[(i64)(z + u * nw) * DV];
+        for (; z < splits; z += nw) a[0] += wz[z] * part[(i64)z * DV];
+    }
+    red[tid] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    __syncthreads();
+    if (warp == 0 && t < DV) {
+        float r = 0.0f;
+        for (int w = 0; w < nw; ++w) r += red[w * 32 + lane];
+        out[row * DV + t] = from_f32<T>(r / total);
     }
 }
 
@@ -213,3 +355,20 @@ __device__ void attention_combine(T* out, const float* ws, int L, int H, int DV,
 ATTENTION(self_attention_f32, self_attention_combine_f32, self_attention_decode_f32, float)
 ATTENTION(self_attention_f16, self_attention_combine_f16, self_attention_decode_f16, f16_t)
 ATTENTION(self_attention_bf16, self_attention_combine_bf16, self_attention_decode_bf16, bf16_t)
+
+// self_attention_decode_gqa_<type>_<D>: HB = 8 query heads a block for D = 64 and 128, 4 for 256
+// (registers: 2 * HB * E floats of query and accumulator a lane)
+#define ATTENTION_GQA(name, T, E, HB)                                                               \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS) name(const T* q, const T* k, const T* v, int L, int H, \
+                                    int S, int HK, float scale, int splits, int split_len, float* ws) { \
+        attention_decode_gqa<T, E, HB>(q, k, v, L, H, S, HK, scale, splits, split_len, ws);         \
+    }
+ATTENTION_GQA(self_attention_decode_gqa_f32_64, float, 2, 8)
+ATTENTION_GQA(self_attention_decode_gqa_f32_128, float, 4, 8)
+ATTENTION_GQA(self_attention_decode_gqa_f32_256, float, 8, 4)
+ATTENTION_GQA(self_attention_decode_gqa_f16_64, f16_t, 2, 8)
+ATTENTION_GQA(self_attention_decode_gqa_f16_128, f16_t, 4, 8)
+ATTENTION_GQA(self_attention_decode_gqa_f16_256, f16_t, 8, 4)
+ATTENTION_GQA(self_attention_decode_gqa_bf16_64, bf16_t, 2, 8)
+ATTENTION_GQA(self_attention_decode_gqa_bf16_128, bf16_t, 4, 8)
+ATTENTION_GQA(self_attention_decode_gqa_bf16_256, bf16_t, 8, 4)
