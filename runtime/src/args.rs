@@ -88,9 +88,15 @@ pub fn device_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<DLDevice> {
         .ok_or_else(|| expected(func, arg, "Device", v))
 }
 
-/// An `int` (bools count as 0/1, as everywhere in the ABI).
+/// An `int` (bools count as 0/1, as everywhere in the ABI); an integer past int64 (an
+/// `ffi.BigInt`) is a ValueError, not a wrong type.
 pub fn int_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<i64> {
-    v.as_i64().ok_or_else(|| expected(func, arg, "int", v))
+    v.as_i64().ok_or_else(|| match v.type_key().as_str() {
+        "ffi.BigInt" => Error::value_error(format!(
+            "{func}: argument `{arg}` is an integer that does not fit in int64"
+        )),
+        _ => expected(func, arg, "int", v),
+    })
 }
 
 /// An opaque pointer (`void*`, type index 4); None is NULL.
@@ -111,11 +117,15 @@ pub fn dims_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<Vec<i64>> {
             .map(|(i, x)| {
                 x.as_i64()
                     .filter(|_| x.type_index() == anyffi::abi::kTVMFFIInt)
-                    .ok_or_else(|| {
-                        Error::type_error(format!(
-                        "{func}: argument `{arg}`: element {i} of the Array must be an int, got {}",
-                        x.type_key()
-                    ))
+                    .ok_or_else(|| match x.type_key().as_str() {
+                        "ffi.BigInt" => Error::value_error(format!(
+                            "{func}: argument `{arg}`: element {i} of the Array does not fit in \
+                             int64"
+                        )),
+                        key => Error::type_error(format!(
+                            "{func}: argument `{arg}`: element {i} of the Array must be an int, \
+                             got {key}"
+                        )),
                     })
             })
             .collect();

@@ -596,13 +596,13 @@ fn copy_bad_inputs() {
         "runtime.copy_",
         &[(&b).into(), (&a).into()],
         "ValueError",
-        &["runtime.copy_", "shape mismatch"],
+        &["runtime.copy_", "`src` must have the shape of `dst`"],
     );
     err(
         "runtime.copy_",
         &[(&c).into(), (&a).into()],
-        "ValueError",
-        &["dtype mismatch: dst is float32, src is int64"],
+        "TypeError",
+        &["`src` must have the dtype of `dst` (float32), got int64"],
     );
     err(
         "runtime.copy_",

@@ -41,8 +41,10 @@ class Device:
             device_type, device_id = operator.index(device_type), operator.index(0 if device_id is None else device_id)
         except TypeError:
             raise TypeError(f"anyffi.Device: device type and index must be ints, got ({device_type!r}, {device_id!r})") from None
-        if not (0 <= device_type < 2**31) or not (0 <= device_id < 2**31):
-            raise ValueError(f"anyffi.Device: bad device ({device_type}, {device_id})")
+        if not 0 <= device_type < 2**31:
+            raise ValueError(f"anyffi.Device: device type must be 0 to 2**31 - 1, got {device_type}")
+        if not 0 <= device_id < 2**31:
+            raise ValueError(f"anyffi.Device: device index must be 0 to 2**31 - 1, got {device_id}")
         object.__setattr__(self, "device_type", device_type)
         object.__setattr__(self, "device_id", device_id)
         # DLDevice {int32 device_type; int32 device_id} as one little-endian 8-byte value.

@@ -16,19 +16,14 @@ from . import runtime
 from .device import Device, cpu
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor, check_byte_order, check_writable, from_dlpack
+from .tensor import Tensor, check_tensor_like, check_writable, from_dlpack
 
 api = GlobalFunctions("ops")
 
 
 def _check(op: str, name: str, x: Any) -> None:
     """TypeError naming the op and the argument unless ``x`` is tensor-like."""
-    if not isinstance(x, Tensor) and not hasattr(x, "__dlpack__") and type(x).__name__ != "PyCapsule":
-        raise TypeError(
-            f"anyffi.ops.{op}: `{name}` must be an anyffi.Tensor, a numpy array or a DLPack "
-            f"producer, got {type(x).__name__}"
-        )
-    check_byte_order(f"anyffi.ops.{op}", name, x)
+    check_tensor_like(f"anyffi.ops.{op}", name, x)
 
 
 def _meta(op: str, name: str, x: Any) -> tuple[tuple[int, ...], dtype, Device, Any]:
@@ -62,23 +57,69 @@ def _number(op: str, name: str, x: Any) -> float:
         raise TypeError(f"anyffi.ops.{op}: `{name}` must be a number, got {type(x).__name__}") from e
 
 
-def _out(op: str, out: Optional[Any], shape, dt, dev) -> Any:
+def _device_of(x: Any) -> Optional[Device]:
+    """The device of a tensor-like (None for a bare capsule, which says nothing until used)."""
+    if isinstance(x, Tensor):
+        return x.device
+    if type(x).__module__ == "numpy":
+        return cpu
+    d = getattr(x, "__dlpack_device__", None)
+    return Device(*d()) if d is not None else None
+
+
+def _out(op: str, out: Optional[Any], shape, dt, dev, first: str = "", *inputs: tuple[str, Any]) -> Any:
+    """``out`` checked, or a new output of ``shape``/``dt`` on ``dev`` (the device of the input
+    named ``first``); before allocating, the other ``inputs`` (name, value) must be on ``dev``
+    too: the library would otherwise blame the output this wrapper made."""
     if out is None:
+        for name, x in inputs:
+            d = _device_of(x)
+            if d is not None and d != dev:
+                raise ValueError(f"anyffi.ops.{op}: `{name}` is on {d} but `{first}` is on {dev}")
         return runtime.empty(shape, dt, dev)
+    _check(op, "out", out)
     check_writable(f"anyffi.ops.{op}", "out", out)
     return out
+
+
+# The library's names for the arguments that this module names otherwise (its outputs come
+# first; here they are `out`, and its `in` is `x`): its messages are rewritten to these names.
+_RENAMES: dict[str, dict[str, str]] = {
+    "add": {"c": "out"},
+    "argmax": {"max_idx": "out[0]", "max_val": "out[1]"},
+    "linear": {"in": "x"},
+    "rearrange": {"in": "x"},
+    "rms_norm": {"in": "x"},
+    "rope": {"in": "x"},
+    "self_attention": {"attn_val": "out"},
+    "gemm": {"c": "out"},
+}
 
 
 def _op(name: str):
     return api.require(name, "the operator library")
 
 
+def _call(op: str, *args: Any) -> None:
+    """Calls the global ``ops.<op>``; its errors name this module's function and arguments."""
+    try:
+        _op(op)(*args)
+    except Exception as e:
+        msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else None
+        if msg is not None and msg.startswith(f"ops.{op}: "):
+            msg = "anyffi." + msg
+            for raw, mine in _RENAMES.get(op, {}).items():
+                msg = msg.replace(f"`{raw}`", f"`{mine}`")
+            e.args = (msg,)
+        raise
+
+
 def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
     """``a + b`` element-wise (same shape and dtype)."""
     shape, dt, dev, a = _meta("add", "a", a)
     _check("add", "b", b)
-    out = _out("add", out, shape, dt, dev)
-    _op("add")(out, a, b)
+    out = _out("add", out, shape, dt, dev, "a", ("b", b))
+    _call("add", out, a, b)
     return out
 
 
@@ -93,9 +134,11 @@ def argmax(vals: Any, out: Optional[tuple[Any, Any]] = None) -> tuple[Any, Any]:
                 f"anyffi.ops.argmax: `out` must be a pair (max_idx, max_val), got {type(out).__name__}"
             )
         max_idx, max_val = out
+        _check("argmax", "out[0]", max_idx)
+        _check("argmax", "out[1]", max_val)
         check_writable("anyffi.ops.argmax", "out[0]", max_idx)
         check_writable("anyffi.ops.argmax", "out[1]", max_val)
-    _op("argmax")(max_idx, max_val, vals)
+    _call("argmax", max_idx, max_val, vals)
     return max_idx, max_val
 
 
@@ -105,8 +148,8 @@ def embedding(index: Any, weight: Any, out: Optional[Any] = None) -> Any:
     wshape, dt, dev, weight = _meta("embedding", "weight", weight)
     _ndim("embedding", "index", ishape, 1)
     _ndim("embedding", "weight", wshape, 2)
-    out = _out("embedding", out, (ishape[0], wshape[1]), dt, dev)
-    _op("embedding")(out, index, weight)
+    out = _out("embedding", out, (ishape[0], wshape[1]), dt, dev, "weight", ("index", index))
+    _call("embedding", out, index, weight)
     return out
 
 
@@ -119,12 +162,12 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
     if not xshape:
         raise ValueError(f"anyffi.ops.linear: `x` must have at least 1 dimension, got shape {xshape}")
     _ndim("linear", "weight", wshape, 2)
-    out = _out("linear", out, xshape[:-1] + (wshape[0],), dt, dev)
+    out = _out("linear", out, xshape[:-1] + (wshape[0],), dt, dev, "x", ("weight", weight), ("bias", bias))
     if len(xshape) == 1:
         # the library takes [M, K] rows: a vector runs as one row, as torch's F.linear
-        _op("linear")(_as_row("linear", "out", out), _as_row("linear", "x", x), weight, bias)
+        _call("linear", _as_row("linear", "out", out), _as_row("linear", "x", x), weight, bias)
         return out
-    _op("linear")(out, x, weight, bias)
+    _call("linear", out, x, weight, bias)
     return out
 
 
@@ -143,7 +186,7 @@ def rearrange(x: Any, out: Optional[Any] = None) -> Any:
     """A contiguous copy of ``x`` (or a strided copy into ``out``)."""
     shape, dt, dev, x = _meta("rearrange", "x", x)
     out = _out("rearrange", out, shape, dt, dev)
-    _op("rearrange")(out, x)
+    _call("rearrange", out, x)
     return out
 
 
@@ -152,8 +195,8 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) 
     shape, dt, dev, x = _meta("rms_norm", "x", x)
     _check("rms_norm", "weight", weight)
     eps = _number("rms_norm", "eps", eps)
-    out = _out("rms_norm", out, shape, dt, dev)
-    _op("rms_norm")(out, x, weight, eps)
+    out = _out("rms_norm", out, shape, dt, dev, "x", ("weight", weight))
+    _call("rms_norm", out, x, weight, eps)
     return out
 
 
@@ -162,8 +205,8 @@ def rope(x: Any, pos_ids: Any, theta: float = 10000.0, out: Optional[Any] = None
     shape, dt, dev, x = _meta("rope", "x", x)
     _check("rope", "pos_ids", pos_ids)
     theta = _number("rope", "theta", theta)
-    out = _out("rope", out, shape, dt, dev)
-    _op("rope")(out, x, pos_ids, theta)
+    out = _out("rope", out, shape, dt, dev, "x", ("pos_ids", pos_ids))
+    _call("rope", out, x, pos_ids, theta)
     return out
 
 
@@ -177,8 +220,8 @@ def self_attention(q: Any, k: Any, v: Any, scale: Optional[float] = None, out: O
     if scale is None:
         scale = 1.0 / math.sqrt(qshape[-1]) if qshape[-1] > 0 else 1.0
     scale = _number("self_attention", "scale", scale)
-    out = _out("self_attention", out, (qshape[0], qshape[1], vshape[-1]), dt, dev)
-    _op("self_attention")(out, q, k, v, scale)
+    out = _out("self_attention", out, (qshape[0], qshape[1], vshape[-1]), dt, dev, "q", ("k", k), ("v", v))
+    _call("self_attention", out, q, k, v, scale)
     return out
 
 
@@ -186,8 +229,8 @@ def swiglu(gate: Any, up: Any, out: Optional[Any] = None) -> Any:
     """``up * silu(gate)`` element-wise."""
     shape, dt, dev, gate = _meta("swiglu", "gate", gate)
     _check("swiglu", "up", up)
-    out = _out("swiglu", out, shape, dt, dev)
-    _op("swiglu")(out, gate, up)
+    out = _out("swiglu", out, shape, dt, dev, "gate", ("up", up))
+    _call("swiglu", out, gate, up)
     return out
 
 
@@ -219,6 +262,6 @@ def gemm(a: Any, b: Any, alpha: float = 1.0, beta: float = 0.0, out: Optional[An
                 f"anyffi.ops.gemm: the batch dimensions of `a` {ashape} and `b` {bshape} do not broadcast"
             )
         shape = (big[0] if big else 1,) + mn
-    out = _out("gemm", out, shape, dt, dev)
-    _op("gemm")(out, a, b, alpha, beta)
+    out = _out("gemm", out, shape, dt, dev, "a", ("b", b))
+    _call("gemm", out, a, b, alpha, beta)
     return out

@@ -15,7 +15,7 @@ from .container import Shape
 from .device import Device, device
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor, check_byte_order, check_writable, from_dlpack
+from .tensor import Tensor, check_tensor_like, check_writable, from_dlpack
 
 api = GlobalFunctions("runtime")
 
@@ -24,8 +24,20 @@ H2H, H2D, D2H, D2D = 0, 1, 2, 3
 DeviceLike = Union[Device, str, int]
 
 
-def _dev(d: DeviceLike) -> Device:
-    return device(d)
+def _dev(func: str, d: DeviceLike) -> Device:
+    """``d`` as a Device; its errors name the function and the argument."""
+    try:
+        return device(d)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"anyffi.runtime.{func}: `d`: {e}") from None
+
+
+def _dtype(func: str, name: str, dt: Any) -> dtype:
+    """``dt`` as a dtype; its errors name the function and the argument."""
+    try:
+        return dtype(dt)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"anyffi.runtime.{func}: `{name}`: {e}") from None
 
 
 def _ptr(func: str, name: str, p: Any) -> ctypes.c_void_p:
@@ -52,9 +64,12 @@ def _call(name: str, *args: Any) -> Any:
 def _int(func: str, name: str, v: Any) -> int:
     """``v`` as an int (integers and ``__index__`` types only: 2.7 is not silently 2)."""
     try:
-        return operator.index(v)
+        v = operator.index(v)
     except TypeError:
         raise TypeError(f"anyffi.runtime.{func}: `{name}` must be an int, got {type(v).__name__}") from None
+    if not -(1 << 63) <= v < 1 << 63:
+        raise ValueError(f"anyffi.runtime.{func}: `{name}` = {v} does not fit in int64")
+    return v
 
 
 def _dims(func: str, name: str, dims: Any) -> Shape:
@@ -63,6 +78,9 @@ def _dims(func: str, name: str, dims: Any) -> Shape:
         ds = [operator.index(x) for x in dims]
     except TypeError:
         raise TypeError(f"anyffi.runtime.{func}: `{name}` must be a sequence of ints, got {dims!r}") from None
+    for i, x in enumerate(ds):
+        if not -(1 << 63) <= x < 1 << 63:
+            raise ValueError(f"anyffi.runtime.{func}: `{name}`[{i}] = {x} does not fit in int64")
     return Shape(ds)
 
 
@@ -77,46 +95,49 @@ def _same_ro(src: Any, out: Tensor) -> Tensor:
 def device_count(device_type: Union[str, int]) -> int:
     """How many devices of this type exist (0 when the backend is missing)."""
     if isinstance(device_type, str):
-        dt = device(device_type).device_type
+        try:
+            dt = device(device_type).device_type
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"anyffi.runtime.device_count: `device_type`: {e}") from None
     else:
         dt = _int("device_count", "device_type", device_type)
     return _call("device_count", dt)
 
 
 def set_device(d: DeviceLike) -> None:
-    _call("set_device", _dev(d))
+    _call("set_device", _dev("set_device", d))
 
 
 def device_synchronize(d: DeviceLike) -> None:
-    _call("device_synchronize", _dev(d))
+    _call("device_synchronize", _dev("device_synchronize", d))
 
 
 def stream_create(d: DeviceLike) -> ctypes.c_void_p:
-    return _call("stream_create", _dev(d))
+    return _call("stream_create", _dev("stream_create", d))
 
 
 def stream_destroy(d: DeviceLike, stream: Any) -> None:
-    _call("stream_destroy", _dev(d), _ptr("stream_destroy", "stream", stream))
+    _call("stream_destroy", _dev("stream_destroy", d), _ptr("stream_destroy", "stream", stream))
 
 
 def stream_synchronize(d: DeviceLike, stream: Any) -> None:
-    _call("stream_synchronize", _dev(d), _ptr("stream_synchronize", "stream", stream))
+    _call("stream_synchronize", _dev("stream_synchronize", d), _ptr("stream_synchronize", "stream", stream))
 
 
 def malloc_device(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
-    return _call("malloc_device", _dev(d), _int("malloc_device", "nbytes", nbytes))
+    return _call("malloc_device", _dev("malloc_device", d), _int("malloc_device", "nbytes", nbytes))
 
 
 def free_device(d: DeviceLike, ptr: Any) -> None:
-    _call("free_device", _dev(d), _ptr("free_device", "ptr", ptr))
+    _call("free_device", _dev("free_device", d), _ptr("free_device", "ptr", ptr))
 
 
 def malloc_host(d: DeviceLike, nbytes: int) -> ctypes.c_void_p:
-    return _call("malloc_host", _dev(d), _int("malloc_host", "nbytes", nbytes))
+    return _call("malloc_host", _dev("malloc_host", d), _int("malloc_host", "nbytes", nbytes))
 
 
 def free_host(d: DeviceLike, ptr: Any) -> None:
-    _call("free_host", _dev(d), _ptr("free_host", "ptr", ptr))
+    _call("free_host", _dev("free_host", d), _ptr("free_host", "ptr", ptr))
 
 
 def _copy_args(func: str, dst: Any, src: Any, nbytes: int, kind: int) -> tuple:
@@ -138,16 +159,14 @@ def memcpy_async(dst: Any, src: Any, nbytes: int, kind: int, stream: Any) -> Non
 
 def empty(shape: Iterable[int], dt: Union[str, dtype] = "float32", d: DeviceLike = "cpu") -> Tensor:
     """A new uninitialised contiguous tensor."""
-    return _call("empty", _dims("empty", "shape", shape), dtype(dt), _dev(d))
+    return _call("empty", _dims("empty", "shape", shape), _dtype("empty", "dt", dt), _dev("empty", d))
 
 
 def _owned(func: str, t: Any) -> Any:
     """A numpy array or other DLPack producer as an owning ffi.Tensor (keeping the producer's
     memory alive), as the view functions need: a borrowed DLTensor* cannot back a view."""
-    if isinstance(t, Tensor) or not hasattr(t, "__dlpack__") and type(t).__name__ != "PyCapsule":
-        return t
-    check_byte_order(f"anyffi.runtime.{func}", "t", t)
-    return from_dlpack(t)
+    check_tensor_like(f"anyffi.runtime.{func}", "t", t)
+    return t if isinstance(t, Tensor) else from_dlpack(t)
 
 
 def view(t: Any, shape: Iterable[int]) -> Tensor:
@@ -170,7 +189,7 @@ def slice(t: Any, dim: int, start: int, end: int) -> Tensor:  # noqa: A001 - the
 
 
 def contiguous(t: Any) -> Tensor:
-    check_byte_order("anyffi.runtime.contiguous", "t", t)
+    check_tensor_like("anyffi.runtime.contiguous", "t", t)
     out = _call("contiguous", t)
     if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
         return t  # already contiguous: the tensor itself (its read-only flag with it)
@@ -178,8 +197,8 @@ def contiguous(t: Any) -> Tensor:
 
 
 def to_device(t: Any, d: DeviceLike) -> Tensor:
-    check_byte_order("anyffi.runtime.to_device", "t", t)
-    out = _call("to_device", t, _dev(d))
+    check_tensor_like("anyffi.runtime.to_device", "t", t)
+    out = _call("to_device", t, _dev("to_device", d))
     if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
         return t  # already there: the tensor itself
     return out
@@ -187,7 +206,7 @@ def to_device(t: Any, d: DeviceLike) -> Tensor:
 
 def copy_(dst: Any, src: Any) -> None:
     """Copies ``src`` into ``dst`` (same shape and dtype), across devices when needed."""
+    check_tensor_like("anyffi.runtime.copy_", "dst", dst)
+    check_tensor_like("anyffi.runtime.copy_", "src", src)
     check_writable("anyffi.runtime.copy_", "dst", dst)
-    check_byte_order("anyffi.runtime.copy_", "dst", dst)
-    check_byte_order("anyffi.runtime.copy_", "src", src)
     _call("copy_", dst, src)

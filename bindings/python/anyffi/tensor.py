@@ -93,6 +93,16 @@ def check_writable(func: str, name: str, x: Any) -> None:
             raise ValueError(f"{func}: `{name}` is exported read-only by its producer")
 
 
+def check_tensor_like(func: str, name: str, x: Any) -> None:
+    """TypeError naming the function and argument unless ``x`` is an anyffi Tensor, a DLPack
+    producer (numpy, torch, ...) or a DLPack capsule; then :func:`check_byte_order`."""
+    if not isinstance(x, Tensor) and not hasattr(x, "__dlpack__") and type(x).__name__ != "PyCapsule":
+        raise TypeError(
+            f"{func}: `{name}` must be an anyffi.Tensor, a numpy array or a DLPack producer, got {type(x).__name__}"
+        )
+    check_byte_order(func, name, x)
+
+
 def check_byte_order(func: str, name: str, x: Any) -> None:
     """TypeError naming the function and argument for a numpy array that DLPack cannot
     describe: non-native byte order (DLPack has none), or an object, structured, string,

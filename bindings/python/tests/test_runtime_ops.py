@@ -273,6 +273,77 @@ def test_wrapper_errors_name_the_op_and_the_argument():
             call()
 
 
+@needs_global("runtime.empty", "ops.add", "ops.argmax", "ops.linear", "ops.self_attention", "ops.gemm", "ops.rms_norm")
+def test_library_errors_through_the_wrappers_use_the_wrappers_names():
+    # the library names its arguments in its own order (`c`, `in`, `attn_val`); through the
+    # wrappers a message names the wrapper (`anyffi.ops.X`) and the argument the user passed
+    f32 = lambda *s: np.zeros(s, np.float32)  # noqa: E731
+    cases = [
+        (ValueError, lambda: ops.add(f32(2, 3), f32(2, 3), out=f32(3, 2)), r"^anyffi\.ops\.add: `out` must have the shape of `a`"),
+        (ValueError, lambda: ops.linear(np.asfortranarray(f32(3, 4)), f32(5, 4)), r"^anyffi\.ops\.linear: `x` must have stride 1"),
+        (ValueError, lambda: ops.self_attention(f32(1, 2, 4), f32(3, 2, 4), f32(3, 2, 4), out=f32(1, 2, 5)),
+         r"^anyffi\.ops\.self_attention: `out` must have shape"),
+        (TypeError, lambda: ops.argmax(f32(4), out=(f32(1), f32(1))), r"^anyffi\.ops\.argmax: `out\[0\]` must have dtype int64"),
+        (ValueError, lambda: ops.gemm(f32(2, 3), f32(3, 4), out=f32(2, 3)), r"^anyffi\.ops\.gemm: `out` must have shape"),
+        # the dtype is written once when the input is float32 itself
+        (TypeError, lambda: ops.rms_norm(f32(2, 4), np.ones(4)), r"`weight` must have the dtype of `x` \(float32\), got float64(\n|$)"),
+        (TypeError, lambda: ops.add(f32(2), f32(2), out=[1.0, 2.0]), r"^anyffi\.ops\.add: `out` must be an anyffi\.Tensor.*got list"),
+        (TypeError, lambda: ops.argmax(f32(4), out=(None, f32(1))), r"^anyffi\.ops\.argmax: `out\[0\]` must be"),
+    ]
+    for kind, call, pattern in cases:
+        with pytest.raises(kind, match=pattern):
+            call()
+
+
+class _OnDevice:
+    """A DLPack producer that says it lives on cuda:0 (its __dlpack__ is never reached)."""
+
+    def __dlpack__(self, **kw):
+        raise AssertionError("not reached: the device check comes first")
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+@needs_global("runtime.empty", "ops.add", "ops.rms_norm")
+def test_inputs_on_other_devices_are_named_before_the_output_is_made():
+    # without `out` the wrapper allocates on the first input's device; an input elsewhere is
+    # named against that input, not against the output the user never saw
+    with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `b` is on cuda:0 but `a` is on cpu:0"):
+        ops.add(rand(3), _OnDevice())
+    with pytest.raises(ValueError, match=r"^anyffi\.ops\.rms_norm: `weight` is on cuda:0 but `x` is on cpu:0"):
+        ops.rms_norm(rand(2, 3), _OnDevice())
+
+
+@needs_global("runtime.empty", "runtime.malloc_device", "runtime.set_device", "runtime.view", "runtime.copy_",
+              "runtime.device_count")
+def test_runtime_wrapper_errors_name_the_function_and_the_argument():
+    f32 = np.zeros(2, np.float32)
+    cases = [
+        (ValueError, lambda: runtime.malloc_device("cpu", 1 << 70), r"anyffi\.runtime\.malloc_device: `nbytes` = \d+ does not fit in int64"),
+        (ValueError, lambda: runtime.empty((2, 1 << 70)), r"anyffi\.runtime\.empty: `shape`\[1\] = \d+ does not fit in int64"),
+        (ValueError, lambda: runtime.empty((2,), "flot32"), r"anyffi\.runtime\.empty: `dt`: unknown dtype `flot32`"),
+        (TypeError, lambda: runtime.set_device(None), r"anyffi\.runtime\.set_device: `d`: .*got NoneType"),
+        (ValueError, lambda: runtime.device_count("tpu"), r"anyffi\.runtime\.device_count: `device_type`: .*'tpu'"),
+        (TypeError, lambda: runtime.view([1, 2], (2,)), r"anyffi\.runtime\.view: `t` must be an anyffi\.Tensor.*got list"),
+        (TypeError, lambda: runtime.copy_(f32, [1.0, 2.0]), r"anyffi\.runtime\.copy_: `src` must be an anyffi\.Tensor.*got list"),
+        # the library's own wording, as the ops word the same checks
+        (TypeError, lambda: runtime.copy_(f32, np.zeros(2)), r"runtime\.copy_: `src` must have the dtype of `dst` \(float32\), got float64"),
+        (ValueError, lambda: runtime.copy_(f32, np.zeros(3, np.float32)), r"runtime\.copy_: `src` must have the shape of `dst` \(2,\), got \(3,\)"),
+        # the one CPU device: "valid ids: 0", not a Rust range
+        (ValueError, lambda: runtime.set_device("cpu:1"), r"device id 1 is out of range for cpu \(valid ids: 0\)(\n|$)"),
+        (ValueError, lambda: anyffi.device("cuda", -1), r"anyffi\.Device: device index must be 0 to 2\*\*31 - 1, got -1"),
+    ]
+    for kind, call, pattern in cases:
+        with pytest.raises(kind, match=pattern):
+            call()
+    # the raw global: an integer past int64 is a value out of range, not a wrong type
+    with pytest.raises(ValueError, match=r"runtime\.device_count: argument `device_type` is an integer that does not fit in int64"):
+        anyffi.get_global_func("runtime.device_count")(1 << 70)
+    with pytest.raises(ValueError, match=r"runtime\.empty: argument `shape`: element 0 of the Array does not fit in int64"):
+        anyffi.get_global_func("runtime.empty")(anyffi.Array([1 << 70]), "float32", anyffi.device("cpu"))
+
+
 @needs_global("runtime.empty", "runtime.view", "runtime.permute", "runtime.slice", "runtime.contiguous", "runtime.copy_")
 def test_read_only_memory_stays_read_only_through_views():
     x = np.arange(8, dtype="int64")

@@ -121,8 +121,8 @@ impl CudaRuntime {
         }
         if device_id < 0 || device_id >= self.driver.count {
             return Err(Error::value_error(format!(
-                "device id {device_id} is out of range for cuda (valid ids: 0..{})",
-                self.driver.count
+                "device id {device_id} is out of range for cuda ({})",
+                super::valid_ids(self.driver.count)
             )));
         }
         Ok(())

@@ -135,12 +135,23 @@ pub fn resolve(device: DLDevice) -> Result<&'static dyn DeviceRuntime> {
     }
     if device.device_id < 0 || device.device_id >= count {
         return Err(Error::value_error(format!(
-            "device id {} is out of range for {} (valid ids: 0..{count})",
+            "device id {} is out of range for {} ({})",
             device.device_id,
-            device_type_name(device.device_type).unwrap_or("device")
+            device_type_name(device.device_type).unwrap_or("device"),
+            valid_ids(count)
         )));
     }
     Ok(rt)
+}
+
+/// "valid ids: 0" / "valid ids: 0 to 3" for `count` devices of a kind ("no device is present"
+/// for none), in out-of-range messages.
+pub(crate) fn valid_ids(count: i32) -> String {
+    match count {
+        ..=0 => "no device is present".into(),
+        1 => "valid ids: 0".into(),
+        n => format!("valid ids: 0 to {}", n - 1),
+    }
 }
 
 /// The number of devices of a type: 0 for known DLPack types this runtime does not serve (as

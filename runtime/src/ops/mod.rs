@@ -653,8 +653,8 @@ pub(crate) fn target(op: &str, tensors: &[&TensorArg<'_>]) -> Result<Target> {
             }
             if id < 0 || id >= cuda.get_device_count() {
                 return Err(Error::value_error(format!(
-                    "{op}: device id {id} is out of range for cuda (valid ids: 0..{})",
-                    cuda.get_device_count()
+                    "{op}: device id {id} is out of range for cuda ({})",
+                    crate::device::valid_ids(cuda.get_device_count())
                 )));
             }
             Ok(Target::Cuda(id))

@@ -22,8 +22,13 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     out.expect_same_dtype(&inp)?;
     if w.dtype != inp.dtype && w.dtype != DType::F32 {
         return Err(Error::type_error(format!(
-            "{OP}: `weight` must have the dtype of `in` ({}) or float32, got {}",
+            "{OP}: `weight` must have the dtype of `in` ({}){}, got {}",
             inp.dtype.name(),
+            if inp.dtype == DType::F32 {
+                ""
+            } else {
+                " or float32"
+            },
             w.dtype.name()
         )));
     }

@@ -258,17 +258,19 @@ pub unsafe fn copy_dl(dst: *const DLTensor, src: *const DLTensor) -> Result<()> 
 unsafe fn copy_impl(dst: *const DLTensor, src: *const DLTensor, as_device: bool) -> Result<()> {
     // SAFETY: per the caller.
     let (dst, src) = unsafe { (side(dst, "dst")?, side(src, "src")?) };
+    // worded as the ops word the same checks (a dtype is a TypeError, a shape a ValueError)
     if dst.dtype != src.dtype {
-        return Err(Error::value_error(format!(
-            "dtype mismatch: dst is {}, src is {}",
+        return Err(Error::type_error(format!(
+            "`src` must have the dtype of `dst` ({}), got {}",
             dtype_name(dst.dtype),
             dtype_name(src.dtype)
         )));
     }
     if dst.shape != src.shape {
         return Err(Error::value_error(format!(
-            "shape mismatch: dst is {:?}, src is {:?}",
-            dst.shape, src.shape
+            "`src` must have the shape of `dst` {}, got {}",
+            crate::ops::tuple(dst.shape),
+            crate::ops::tuple(src.shape)
         )));
     }
     let nbytes = nbytes_of(dst.shape, dst.dtype)?;
