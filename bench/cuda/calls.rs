@@ -250,7 +250,7 @@ fn main() {
             raw(
                 combine,
                 (4, h as u32),
-                splits as u32 * 4,
+                0,
                 &mut ps!(op_, wsp, l, h, dv, splits),
             )
         }),

@@ -289,7 +289,7 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
             emu_launch(L * splits, H, 128, (D + DV + 256) * 4, [&] {
                 k(o.data(), q.data(), kk.data(), v.data(), L, H, S, HK, D, DV, scale, splits, split_len, ws.data());
             });
-        if (splits > 1) emu_launch(L * ((DV + 31) / 32), H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, DV, splits); });
+        if (splits > 1) emu_launch(L * ((DV + 31) / 32), H, 128, 0, [&] { combine(o.data(), ws.data(), L, H, DV, splits); });
         std::vector<double> got, want = attention_reference(q, kk, v, L, S, H, HK, D, DV, scale);
         for (auto x : o) got.push_back(to_f32(x));
         char what[128];
@@ -301,7 +301,7 @@ void test_attention(void (*k)(T*, const T*, const T*, const T*, int, int, int, i
 
 // The grouped decode kernels (D = 64, 128, 256; HB query heads a block), then the combine:
 // groups of 1, 2, 6 and 12 heads (12 > HB: two blocks a KV head, the second partly used), rows
-// whose early splits are empty, splits that end inside a DEC_BATCH of a warp's keys, and 45
+// whose early splits are empty, splits that end inside a batch of a warp's keys, and 45
 // splits (the combine's eight-at-a-time loop).
 template <typename T>
 void test_attention_gqa(void (*const kernels[3])(const T*, const T*, const T*, int, int, int, int, float, int, int, float*),
@@ -322,7 +322,7 @@ void test_attention_gqa(void (*const kernels[3])(const T*, const T*, const T*, i
         emu_launch(L * splits, HK * hb, 128, 4 * hb_max * D * 4, [&] {
             kern(q.data(), kk.data(), v.data(), L, H, S, HK, scale, splits, split_len, ws.data());
         });
-        emu_launch(L * ((D + 31) / 32), H, 128, splits * 4, [&] { combine(o.data(), ws.data(), L, H, D, splits); });
+        emu_launch(L * ((D + 31) / 32), H, 128, 0, [&] { combine(o.data(), ws.data(), L, H, D, splits); });
         std::vector<double> got, want = attention_reference(q, kk, v, L, S, H, HK, D, D, scale);
         for (auto x : o) got.push_back(to_f32(x));
         char what[128];
@@ -374,7 +374,7 @@ void test_attention_neginf() {
                 emu_launch(splits, 1, 128, (D + DV + 256) * 4, [&] {
                     self_attention_f32(o.data(), q.data(), kk.data(), v.data(), 1, 1, S, 1, D, DV, 1.0f, splits, len, ws.data());
                 });
-            if (splits > 1) emu_launch((DV + 31) / 32, 1, 128, splits * 4, [&] { self_attention_combine_f32(o.data(), ws.data(), 1, 1, DV, splits); });
+            if (splits > 1) emu_launch((DV + 31) / 32, 1, 128, 0, [&] { self_attention_combine_f32(o.data(), ws.data(), 1, 1, DV, splits); });
             bool ok = true;
             for (int t = 0; t < DV; ++t)
                 ok &= c.all ? std::isnan(o[t]) : std::fabs(o[t] - want[t]) <= 1e-5 * (1 + std::fabs(want[t]));

@@ -548,7 +548,7 @@ pub(crate) fn self_attention(
             combine,
             (l as u32 * (dv as u32).div_ceil(32), h as u32),
             128,
-            splits as u32 * 4,
+            0,
             &mut params!(o, wsp, l, h, dv, splits),
         )
     });

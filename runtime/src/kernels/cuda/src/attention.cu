@@ -163,14 +163,13 @@ __device__ void attention_decode(const T* q, const T* k, const T* v, int L, int 
 // D = 64, 128 or 256): the query heads that share a KV head (GQA) read each key and value row
 // once. Block (i * splits + z, g * hb + c) serves query heads g * G + c * HB + r, r < min(HB,
 // G - c * HB), of KV head g (G = H / HK, hb = ceil(G / HB)), over the keys of split z of row i.
-// Each warp streams every nw-th key of the split, DEC_BATCH keys at a time: their K and V rows
+// Each warp streams every nw-th key of the split, NB keys at a time (8, or 4 at d = 256 for
+// registers): their K and V rows
 // are loaded first (lane l holds elements [l * E, l * E + E), one vector load per row; the
 // launcher checks the alignment), then each head's scores, one online-softmax step per batch
 // and the V update. Per warp and head: running max, sum and accumulator in registers, merged
 // through shared memory at the end and written to the split-KV workspace as the other decode
 // kernel does. Dynamic shared memory: nw * HB * DV floats.
-#define DEC_BATCH 4
-
 // E consecutive elements as one aligned load (at most 16 bytes a load).
 template <typename T, int E>
 struct alignas(sizeof(T) * E < 16 ? sizeof(T) * E : 16) Pack {
@@ -187,6 +186,7 @@ template <typename T, int E, int HB>
 __device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, int H, int S,
                                      int HK, float scale, int splits, int split_len, float* ws) {
     const int D = 32 * E;
+    constexpr int NB = E <= 4 ? 8 : 4;
     DYNAMIC_SHARED(float, wacc);
     __shared__ float wm[ATT_THREADS / 32 * HB], wt[ATT_THREADS / 32 * HB];
     int G = H / HK, hb = (G + HB - 1) / HB;
@@ -210,9 +210,9 @@ __device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, 
     // no int overflow: S - L >= 0 and nk <= S; hi without forming lo + split_len past 2^31 - 1
     int nk = S - L + 1 + i;
     int lo = z * split_len, hi = nk - lo < split_len ? nk : lo + split_len;
-    for (int j0 = lo + warp; j0 < hi; j0 += DEC_BATCH * nw) {
-        float kf[DEC_BATCH][E], vf[DEC_BATCH][E];
-        for (int b = 0; b < DEC_BATCH; ++b) {
+    for (int j0 = lo + warp; j0 < hi; j0 += NB * nw) {
+        float kf[NB][E], vf[NB][E];
+        for (int b = 0; b < NB; ++b) {
             int j = j0 + b * nw;
             if (j < hi) {
                 i64 off = ((i64)j * HK + g) * D + lane * E;
@@ -231,14 +231,14 @@ __device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, 
 #pragma unroll
         for (int r = 0; r < HB; ++r) {
             if (r >= gc) continue;
-            float s[DEC_BATCH];
-            for (int b = 0; b < DEC_BATCH; ++b) {
+            float s[NB];
+            for (int b = 0; b < NB; ++b) {
                 float a = 0.0f;
                 for (int u = 0; u < E; ++u) a += qr[r][u] * kf[b][u];
                 s[b] = a;
             }
             float mn = m[r];
-            for (int b = 0; b < DEC_BATCH; ++b) {
+            for (int b = 0; b < NB; ++b) {
                 s[b] = warp_sum(s[b]);
                 if (j0 + b * nw >= hi) s[b] = NEG_INF;
                 mn = fmaxf(mn, s[b]);
@@ -246,7 +246,7 @@ __device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, 
             float corr = (m[r] == mn) ? 1.0f : expf(m[r] - mn);
             float t = total[r] * corr;
             for (int u = 0; u < E; ++u) acc[r][u] *= corr;
-            for (int b = 0; b < DEC_BATCH; ++b) {
+            for (int b = 0; b < NB; ++b) {
                 // as in `attention`: a -inf score weighs 0 even before a finite one was seen;
                 // NaN and +inf scores still make the row NaN
                 float p = s[b] == NEG_INF ? 0.0f : expf(s[b] - mn);
@@ -297,43 +297,61 @@ __device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, 
 
 // Grid (L * ncb, H) with ncb = ceil(DV / 32): block (i * ncb + cb, h) writes columns
 // [32 * cb, 32 * cb + 32) of row i, head h; lane l serves column 32 * cb + l and warp w the
-// splits w, w + nw, ..., eight at a time (eight loads in flight a thread), the warps' sums
-// added through shared memory. Dynamic shared memory: `splits` floats. An empty split (no
-// keys: sum 0) weighs nothing; a NaN sum makes the row NaN, as in the single-split kernel.
+// splits w, w + nw, ..., eight at a time: their (max, sum) and the lane's accumulator element
+// are loaded together (no load waits for a block-wide max), each thread keeps its own running
+// max (as the attention kernels do over keys), and the warps' parts are merged through shared
+// memory. An empty split (no keys: sum 0) weighs nothing; a NaN sum makes the row NaN, as in
+// the single-split kernel; a row whose splits are all empty is 0 / 0 = NaN.
 template <typename T>
 __device__ void attention_combine(T* out, const float* ws, int L, int H, int DV, int splits) {
-    DYNAMIC_SHARED(float, wz);
-    __shared__ float red[ATT_THREADS];
+    __shared__ float rm[ATT_THREADS], ra[ATT_THREADS], rt[ATT_THREADS];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     int ncb = (DV + 31) / 32, i = blockIdx.x / ncb, t = (blockIdx.x % ncb) * 32 + lane;
     i64 row = (i64)i * H + blockIdx.y;
     const float* ml = ws + (i64)L * H * splits * DV + row * splits * 2;
-    float mx = NEG_INF;
-    for (int z = tid; z < splits; z += blockDim.x)
-        if (ml[2 * z + 1] != 0.0f) mx = fmaxf(mx, ml[2 * z]);
-    mx = block_max(mx);
-    float total = 0.0f;
-    for (int z = tid; z < splits; z += blockDim.x) {
-        float w = ml[2 * z + 1] != 0.0f ? expf(ml[2 * z] - mx) : 0.0f;
-        wz[z] = w;
-        total += ml[2 * z + 1] * w;
-    }
-    total = block_sum(total);  // its barrier also publishes wz
     const float* part = ws + row * splits * DV + t;
-    float a[8];
-    for (int u = 0; u < 8; ++u) a[u] = 0.0f;
-    if (t < DV) {
-        int z = warp;
-        for (; z + 7 * nw < splits; z += 8 * nw)
-            for (int u = 0; u < 8; ++u) a[u] += wz[z + u * nw] * part[(i64)(z + u * nw) * DV];
-        for (; z < splits; z += nw) a[0] += wz[z] * part[(i64)z * DV];
+    float m = NEG_INF, a = 0.0f, total = 0.0f;
+    for (int z0 = warp; z0 < splits; z0 += 8 * nw) {
+        float pm[8], pl[8], pv[8];
+        for (int u = 0; u < 8; ++u) {
+            int z = z0 + u * nw;
+            bool in = z < splits;
+            pm[u] = in ? ml[2 * z] : NEG_INF;
+            pl[u] = in ? ml[2 * z + 1] : 0.0f;
+            pv[u] = in && t < DV ? part[(i64)z * DV] : 0.0f;
+        }
+        float mn = m;
+        for (int u = 0; u < 8; ++u)
+            if (pl[u] != 0.0f) mn = fmaxf(mn, pm[u]);
+        float corr = (m == mn) ? 1.0f : expf(m - mn);
+        a *= corr;
+        total *= corr;
+        for (int u = 0; u < 8; ++u) {
+            if (pl[u] != 0.0f) {
+                float w = expf(pm[u] - mn);
+                a += w * pv[u];
+                total += w * pl[u];
+            }
+        }
+        m = mn;
     }
-    red[tid] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    rm[tid] = m;
+    ra[tid] = a;
+    rt[tid] = total;
     __syncthreads();
     if (warp == 0 && t < DV) {
-        float r = 0.0f;
-        for (int w = 0; w < nw; ++w) r += red[w * 32 + lane];
-        out[row * DV + t] = from_f32<T>(r / total);
+        float mx = NEG_INF, acc = 0.0f, sum = 0.0f;
+        for (int w = 0; w < nw; ++w)
+            if (rt[w * 32 + lane] != 0.0f) mx = fmaxf(mx, rm[w * 32 + lane]);
+        for (int w = 0; w < nw; ++w) {
+            float tw = rt[w * 32 + lane];
+            if (tw != 0.0f) {
+                float s = expf(rm[w * 32 + lane] - mx);
+                acc += s * ra[w * 32 + lane];
+                sum += s * tw;
+            }
+        }
+        out[row * DV + t] = from_f32<T>(acc / sum);
     }
 }
 
