@@ -466,7 +466,10 @@ class Tensor(Object):
         if not self._h:
             self._pin_owner()  # the array made from it keeps this object, hence the memory
         if self.device.device_type != 1:
-            raise BufferError(f"anyffi.Tensor: the tensor is on {self.device}, not the CPU")
+            raise BufferError(
+                f"anyffi.Tensor: the tensor is on {self.device}, not the CPU; copy it first: "
+                "anyffi.runtime.to_device(t, 'cpu')"
+            )
         d = self.dtype
         kind = _NUMPY_KIND.get(d.code)
         if kind is None or d.lanes != 1 or d.bits not in _NUMPY_BITS[kind]:

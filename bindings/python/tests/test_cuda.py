@@ -10,6 +10,7 @@ is present: ``ANYFFI_LIBRARY=target/release/libtvm_ffi.so python3 -m pytest bind
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -242,6 +243,33 @@ def test_rearrange_into_a_strided_torch_output():
     anyffi.ops.rearrange(_gpu(a), out=big[:, ::2])
     assert torch.equal(big[:, ::2].cpu(), a)
     assert torch.equal(big[:, 1::2].cpu(), torch.zeros(8, 8))
+
+
+def test_driver_failures_say_what_was_asked():
+    # an allocation the GPU cannot hold names its size; a copy whose pointers are on the wrong
+    # sides names both and which side the driver expected where; numpy() of a GPU tensor says
+    # how to get it to the CPU
+    with pytest.raises(RuntimeError, match=r"cuMemAlloc of 1125899906842624 bytes on cuda:0 failed"):
+        anyffi.runtime.malloc_device("cuda:0", 1 << 50)
+    host = np.zeros(16, np.uint8)
+    got = []
+
+    def copy():  # on a thread of its own: the current device is per thread
+        anyffi.runtime.set_device("cuda:0")
+        try:
+            anyffi.runtime.memcpy(host.ctypes.data, host.ctypes.data, 16, anyffi.runtime.H2D)
+        except RuntimeError as e:
+            got.append(str(e))
+
+    import threading
+
+    th = threading.Thread(target=copy)
+    th.start()
+    th.join()
+    assert got and re.search(r"cuMemcpyHtoD of 16 bytes from host memory 0x[0-9a-f]+ to device memory 0x[0-9a-f]+ failed", got[0]), got
+    t = anyffi.runtime.empty((2,), "float32", "cuda:0")
+    with pytest.raises(BufferError, match=r"on cuda:0, not the CPU; copy it first: anyffi\.runtime\.to_device\(t, 'cpu'\)"):
+        t.numpy()
 
 
 def test_mixed_devices_are_refused_by_name():

@@ -99,6 +99,24 @@ fn describe(rc: sys::CUresult) -> String {
     }
 }
 
+/// "cuMemcpyHtoD of 64 bytes from host 0x... to cuda 0x..." for a failed copy's message: which
+/// side the driver expected where (a host pointer passed as device memory is the usual cause).
+fn copy_call(
+    kind: MemcpyKind,
+    is_async: bool,
+    dst: *mut c_void,
+    src: *const c_void,
+    nbytes: usize,
+) -> String {
+    let (name, from, to) = match kind {
+        MemcpyKind::H2D => ("cuMemcpyHtoD", "host", "device"),
+        MemcpyKind::D2H => ("cuMemcpyDtoH", "device", "host"),
+        _ => ("cuMemcpy", "device", "device"),
+    };
+    let suffix = if is_async { "Async" } else { "" };
+    format!("{name}{suffix} of {nbytes} bytes from {from} memory {src:p} to {to} memory {dst:p}")
+}
+
 /// A RuntimeError naming the driver call when `rc` is not success.
 fn check(rc: sys::CUresult, call: &str) -> Result<()> {
     if rc == sys::CUresult::CUDA_SUCCESS {
@@ -216,7 +234,10 @@ impl CudaRuntime {
         // cuMemAlloc rejects 0 bytes; a minimal block keeps pointers unique and freeable.
         // SAFETY: a context is current; valid out-parameter.
         let rc = unsafe { sys::cuMemAlloc_v2(&mut p, nbytes.max(1)) };
-        check(rc, "cuMemAlloc")?;
+        check(
+            rc,
+            &format!("cuMemAlloc of {nbytes} bytes on cuda:{device_id}"),
+        )?;
         self.allocations
             .lock()
             .insert(p as usize, (device_id, kind));
@@ -326,7 +347,7 @@ impl DeviceRuntime for CudaRuntime {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: a context is current; valid out-parameter.
         let rc = unsafe { sys::cuMemAllocHost_v2(&mut p, nbytes.max(1)) };
-        check(rc, "cuMemAllocHost")?;
+        check(rc, &format!("cuMemAllocHost of {nbytes} bytes"))?;
         self.allocations
             .lock()
             .insert(p as usize, (device_id, Alloc::Host));
@@ -376,10 +397,7 @@ impl DeviceRuntime for CudaRuntime {
             // SAFETY: as above, both sides on devices.
             MemcpyKind::D2D => unsafe { sys::cuMemcpy(d, s, nbytes) },
         };
-        check(
-            rc,
-            ["", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpy"][kind as usize],
-        )
+        check(rc, &copy_call(kind, false, dst, src, nbytes))
     }
 
     unsafe fn memcpy_async(
@@ -418,15 +436,7 @@ impl DeviceRuntime for CudaRuntime {
             // SAFETY: as above.
             MemcpyKind::D2D => unsafe { sys::cuMemcpyAsync(d, s, nbytes, st) },
         };
-        check(
-            rc,
-            [
-                "",
-                "cuMemcpyHtoDAsync",
-                "cuMemcpyDtoHAsync",
-                "cuMemcpyAsync",
-            ][kind as usize],
-        )
+        check(rc, &copy_call(kind, true, dst, src, nbytes))
     }
 }
 
