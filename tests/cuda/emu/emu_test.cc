@@ -332,6 +332,59 @@ void test_attention_gqa(void (*const kernels[3])(const T*, const T*, const T*, i
     }
 }
 
+// The grouped decode kernel and the combine on special scores (2 heads of one KV head, d 64):
+// -inf keys weigh 0 as a warp's first key, its last, a whole split and the first 256 keys; a row
+// whose keys are all -inf is NaN, and so is one with a NaN or +inf score anywhere, first included.
+void test_attention_gqa_special() {
+    const float inf = INFINITY;
+    const int D = 64, H = 2;
+    enum Kind { NEG, ALL_NEG, NAN_SCORE, POS_INF };
+    struct Case { int S, k0, k1, splits, split_len; Kind kind; } cases[] = {
+        {100, 0, 1, 4, 32, NEG},       {100, 99, 100, 4, 32, NEG},     {100, 0, 32, 4, 32, NEG},
+        {300, 0, 256, 10, 32, NEG},    {100, 0, 100, 4, 32, ALL_NEG},  {100, 50, 51, 4, 32, NAN_SCORE},
+        {100, 0, 1, 4, 32, NAN_SCORE}, {100, 50, 51, 4, 32, POS_INF},  {100, 0, 1, 4, 32, POS_INF}};
+    for (auto c : cases) {
+        int S = c.S;
+        auto q = rand_vec<float>((size_t)H * D, 0.01, 0.1), kk = rand_vec<float>((size_t)S * D, 0.1, 1),
+             v = rand_vec<float>((size_t)S * D, 0, 1);
+        float bad = c.kind == NEG || c.kind == ALL_NEG ? -inf : c.kind == NAN_SCORE ? NAN : inf;
+        for (int j = c.k0; j < c.k1; ++j) kk[(size_t)j * D] = bad;  // q > 0: the score is `bad`
+        std::vector<double> want((size_t)H * D, NAN);
+        if (c.kind == NEG) {
+            for (int h = 0; h < H; ++h) {
+                std::vector<double> p(S, 0.0);
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < S; ++j) {
+                    if (j >= c.k0 && j < c.k1) continue;
+                    double a = 0;
+                    for (int t = 0; t < D; ++t) a += (double)q[h * D + t] * kk[(size_t)j * D + t];
+                    p[j] = a;
+                    mx = std::max(mx, a);
+                }
+                for (int j = 0; j < S; ++j) sum += (p[j] = (j >= c.k0 && j < c.k1) ? 0.0 : std::exp(p[j] - mx));
+                for (int t = 0; t < D; ++t) {
+                    double a = 0;
+                    for (int j = 0; j < S; ++j) a += p[j] * v[(size_t)j * D + t];
+                    want[h * D + t] = a / sum;
+                }
+            }
+        }
+        std::vector<float> o((size_t)H * D, 12345.0f), ws((size_t)H * c.splits * (D + 2), NAN);
+        emu_launch(c.splits, 1, 128, 4 * 8 * D * 4, [&] {
+            self_attention_decode_gqa_f32_64(q.data(), kk.data(), v.data(), 1, H, S, 1, 1.0f, c.splits, c.split_len, ws.data());
+        });
+        emu_launch(2, H, 128, 0, [&] { self_attention_combine_f32(o.data(), ws.data(), 1, H, D, c.splits); });
+        bool ok = true;
+        for (int t = 0; t < H * D; ++t)
+            ok &= c.kind != NEG ? std::isnan(o[t]) : std::fabs(o[t] - want[t]) <= 1e-5 * (1 + std::fabs(want[t]));
+        char what[128];
+        std::snprintf(what, sizeof what, "attention grouped decode kernel, %s keys [%d,%d) of %d",
+                      c.kind == NEG ? "-inf" : c.kind == ALL_NEG ? "all -inf" : c.kind == NAN_SCORE ? "NaN" : "+inf",
+                      c.k0, c.k1, S);
+        expect(ok, what);
+    }
+}
+
 // Keys whose scores are -inf weigh 0 (softmax over the finite ones), in every path: the first
 // key of a decode warp's stream, a whole 32-key split, the whole first 256-key chunk; and a row
 // whose keys are all -inf is NaN in every path.
@@ -452,6 +505,7 @@ int main() {
         test_attention_gqa<float>(gf32, self_attention_combine_f32);
         test_attention_gqa<f16_t>(gf16, self_attention_combine_f16);
         test_attention_gqa<bf16_t>(gbf16, self_attention_combine_bf16);
+        test_attention_gqa_special();
     });
     timed("bias", [] {
         test_bias();
