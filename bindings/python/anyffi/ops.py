@@ -9,6 +9,7 @@ producers are passed as borrowed ``DLTensor*`` views, with no copy.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Optional
 
@@ -67,15 +68,9 @@ def _device_of(x: Any) -> Optional[Device]:
     return Device(*d()) if d is not None else None
 
 
-def _out(op: str, out: Optional[Any], shape, dt, dev, first: str = "", *inputs: tuple[str, Any]) -> Any:
-    """``out`` checked, or a new output of ``shape``/``dt`` on ``dev`` (the device of the input
-    named ``first``); before allocating, the other ``inputs`` (name, value) must be on ``dev``
-    too: the library would otherwise blame the output this wrapper made."""
+def _out(op: str, out: Optional[Any], shape, dt, dev) -> Any:
+    """``out`` checked, or a new output of ``shape``/``dt`` on ``dev``."""
     if out is None:
-        for name, x in inputs:
-            d = _device_of(x)
-            if d is not None and d != dev:
-                raise ValueError(f"anyffi.ops.{op}: `{name}` is on {d} but `{first}` is on {dev}")
         return runtime.empty(shape, dt, dev)
     _check(op, "out", out)
     check_writable(f"anyffi.ops.{op}", "out", out)
@@ -100,26 +95,46 @@ def _op(name: str):
     return api.require(name, "the operator library")
 
 
-def _call(op: str, *args: Any) -> None:
-    """Calls the global ``ops.<op>``; its errors name this module's function and arguments."""
+def _call(op: str, *args: Any, made: bool = False, first: str = "", dev: Any = None, inputs: tuple = ()) -> None:
+    """Calls the global ``ops.<op>``; its errors name this module's function and arguments.
+    ``made``: the output was allocated by the wrapper (the caller gave no ``out``) on ``dev``,
+    the device of the input named ``first``; when the library refuses the call for a device,
+    an input of ``inputs`` ((name, value) pairs) on another device is named against ``first``,
+    not against the output the user never saw. Only on failure: the success path pays nothing,
+    and what the library accepts is never refused here."""
     try:
         _op(op)(*args)
     except Exception as e:
         msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else None
-        if msg is not None and msg.startswith(f"ops.{op}: "):
-            msg = "anyffi." + msg
-            for raw, mine in _RENAMES.get(op, {}).items():
-                msg = msg.replace(f"`{raw}`", f"`{mine}`")
-            e.args = (msg,)
-        raise
+        if made and isinstance(e, ValueError) and msg is not None and " is on " in msg:
+            for name, x in inputs:
+                d = _device_of(x)
+                if d is not None and d != dev:
+                    raise ValueError(f"anyffi.ops.{op}: `{name}` is on {d} but `{first}` is on {dev}") from None
+        if msg is None or not msg.startswith(f"ops.{op}: "):
+            raise
+        msg = "anyffi." + msg
+        for raw, mine in _RENAMES.get(op, {}).items():
+            msg = msg.replace(f"`{raw}`", f"`{mine}`")
+        # a copy: `e` may be the very object a Python callback raised (errors._Sent), which its
+        # owner keeps; copy.copy keeps kind, backtrace and notes
+        try:
+            new = copy.copy(e)
+            new.args = (msg,)
+        except Exception:  # an exception class that cannot be copied: raised as it came
+            new = None
+        if new is None:
+            raise
+        raise new.with_traceback(e.__traceback__) from e.__cause__
 
 
 def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
     """``a + b`` element-wise (same shape and dtype)."""
     shape, dt, dev, a = _meta("add", "a", a)
     _check("add", "b", b)
-    out = _out("add", out, shape, dt, dev, "a", ("b", b))
-    _call("add", out, a, b)
+    made = out is None
+    out = _out("add", out, shape, dt, dev)
+    _call("add", out, a, b, made=made, first="a", dev=dev, inputs=(("b", b),))
     return out
 
 
@@ -148,8 +163,9 @@ def embedding(index: Any, weight: Any, out: Optional[Any] = None) -> Any:
     wshape, dt, dev, weight = _meta("embedding", "weight", weight)
     _ndim("embedding", "index", ishape, 1)
     _ndim("embedding", "weight", wshape, 2)
-    out = _out("embedding", out, (ishape[0], wshape[1]), dt, dev, "weight", ("index", index))
-    _call("embedding", out, index, weight)
+    made = out is None
+    out = _out("embedding", out, (ishape[0], wshape[1]), dt, dev)
+    _call("embedding", out, index, weight, made=made, first="weight", dev=dev, inputs=(("index", index),))
     return out
 
 
@@ -162,12 +178,14 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
     if not xshape:
         raise ValueError(f"anyffi.ops.linear: `x` must have at least 1 dimension, got shape {xshape}")
     _ndim("linear", "weight", wshape, 2)
-    out = _out("linear", out, xshape[:-1] + (wshape[0],), dt, dev, "x", ("weight", weight), ("bias", bias))
+    made = out is None
+    out = _out("linear", out, xshape[:-1] + (wshape[0],), dt, dev)
+    ctx = dict(made=made, first="x", dev=dev, inputs=(("weight", weight), ("bias", bias)))
     if len(xshape) == 1:
         # the library takes [M, K] rows: a vector runs as one row, as torch's F.linear
-        _call("linear", _as_row("linear", "out", out), _as_row("linear", "x", x), weight, bias)
+        _call("linear", _as_row("linear", "out", out), _as_row("linear", "x", x), weight, bias, **ctx)
         return out
-    _call("linear", out, x, weight, bias)
+    _call("linear", out, x, weight, bias, **ctx)
     return out
 
 
@@ -195,8 +213,9 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) 
     shape, dt, dev, x = _meta("rms_norm", "x", x)
     _check("rms_norm", "weight", weight)
     eps = _number("rms_norm", "eps", eps)
-    out = _out("rms_norm", out, shape, dt, dev, "x", ("weight", weight))
-    _call("rms_norm", out, x, weight, eps)
+    made = out is None
+    out = _out("rms_norm", out, shape, dt, dev)
+    _call("rms_norm", out, x, weight, eps, made=made, first="x", dev=dev, inputs=(("weight", weight),))
     return out
 
 
@@ -205,8 +224,9 @@ def rope(x: Any, pos_ids: Any, theta: float = 10000.0, out: Optional[Any] = None
     shape, dt, dev, x = _meta("rope", "x", x)
     _check("rope", "pos_ids", pos_ids)
     theta = _number("rope", "theta", theta)
-    out = _out("rope", out, shape, dt, dev, "x", ("pos_ids", pos_ids))
-    _call("rope", out, x, pos_ids, theta)
+    made = out is None
+    out = _out("rope", out, shape, dt, dev)
+    _call("rope", out, x, pos_ids, theta, made=made, first="x", dev=dev, inputs=(("pos_ids", pos_ids),))
     return out
 
 
@@ -220,8 +240,9 @@ def self_attention(q: Any, k: Any, v: Any, scale: Optional[float] = None, out: O
     if scale is None:
         scale = 1.0 / math.sqrt(qshape[-1]) if qshape[-1] > 0 else 1.0
     scale = _number("self_attention", "scale", scale)
-    out = _out("self_attention", out, (qshape[0], qshape[1], vshape[-1]), dt, dev, "q", ("k", k), ("v", v))
-    _call("self_attention", out, q, k, v, scale)
+    made = out is None
+    out = _out("self_attention", out, (qshape[0], qshape[1], vshape[-1]), dt, dev)
+    _call("self_attention", out, q, k, v, scale, made=made, first="q", dev=dev, inputs=(("k", k), ("v", v)))
     return out
 
 
@@ -229,8 +250,9 @@ def swiglu(gate: Any, up: Any, out: Optional[Any] = None) -> Any:
     """``up * silu(gate)`` element-wise."""
     shape, dt, dev, gate = _meta("swiglu", "gate", gate)
     _check("swiglu", "up", up)
-    out = _out("swiglu", out, shape, dt, dev, "gate", ("up", up))
-    _call("swiglu", out, gate, up)
+    made = out is None
+    out = _out("swiglu", out, shape, dt, dev)
+    _call("swiglu", out, gate, up, made=made, first="gate", dev=dev, inputs=(("up", up),))
     return out
 
 
@@ -262,6 +284,7 @@ def gemm(a: Any, b: Any, alpha: float = 1.0, beta: float = 0.0, out: Optional[An
                 f"anyffi.ops.gemm: the batch dimensions of `a` {ashape} and `b` {bshape} do not broadcast"
             )
         shape = (big[0] if big else 1,) + mn
-    out = _out("gemm", out, shape, dt, dev, "a", ("b", b))
-    _call("gemm", out, a, b, alpha, beta)
+    made = out is None
+    out = _out("gemm", out, shape, dt, dev)
+    _call("gemm", out, a, b, alpha, beta, made=made, first="a", dev=dev, inputs=(("b", b),))
     return out

@@ -296,23 +296,56 @@ def test_library_errors_through_the_wrappers_use_the_wrappers_names():
 
 
 class _OnDevice:
-    """A DLPack producer that says it lives on cuda:0 (its __dlpack__ is never reached)."""
+    """A DLPack producer that says it lives on cuda:0 (the stubbed op below never exports it)."""
 
     def __dlpack__(self, **kw):
-        raise AssertionError("not reached: the device check comes first")
+        raise AssertionError("not reached: the op is a stub")
 
     def __dlpack_device__(self):
         return (2, 0)
 
 
-@needs_global("runtime.empty", "ops.add", "ops.rms_norm")
-def test_inputs_on_other_devices_are_named_before_the_output_is_made():
-    # without `out` the wrapper allocates on the first input's device; an input elsewhere is
-    # named against that input, not against the output the user never saw
-    with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `b` is on cuda:0 but `a` is on cpu:0"):
+@needs_global("runtime.empty")
+def test_an_input_on_another_device_is_named_against_the_first_input(monkeypatch):
+    # without `out` the wrapper allocates on the first input's device; when the library then
+    # refuses another input for its device, the message names that input and the first one,
+    # not the output the user never saw. Only after the library refused: a device read from
+    # __dlpack_device__ (torch reports pinned CPU memory as cuda_host, and exports it as cpu)
+    # never refuses what the library accepts.
+    seen = []
+
+    def refuse(*args):
+        seen.append(args)
+        raise ValueError("ops.add: `b` is on cuda:0 but `c` is on cpu:0")
+
+    monkeypatch.setattr(ops, "_op", lambda name: refuse)
+    with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `b` is on cuda:0 but `a` is on cpu:0") as e:
         ops.add(rand(3), _OnDevice())
-    with pytest.raises(ValueError, match=r"^anyffi\.ops\.rms_norm: `weight` is on cuda:0 but `x` is on cpu:0"):
-        ops.rms_norm(rand(2, 3), _OnDevice())
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    # with `out` given, the library's message stands (renamed): the user passed that output
+    with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `b` is on cuda:0 but `out` is on cpu:0"):
+        ops.add(rand(3), _OnDevice(), out=np.zeros(3, np.float32))
+    # another ValueError is never turned into a device message
+    monkeypatch.setattr(ops, "_op", lambda name: lambda *a: (_ for _ in ()).throw(ValueError("ops.add: `c` must have the shape of `a` (3,), got (4,)")))
+    with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `out` must have the shape"):
+        ops.add(rand(3), _OnDevice())
+
+
+@needs_global("runtime.empty", "ops.add")
+def test_a_callbacks_exception_is_not_rewritten_in_place(monkeypatch):
+    # an `ops.add` that is a Python function behind the ABI: its exception comes back as the
+    # very object it raised; the wrapper's renamed message goes on a copy, the user's object
+    # stays as it was
+    kept = ValueError("ops.add: `c` is not what I wanted")
+
+    def fake(c, a, b):
+        raise kept
+
+    monkeypatch.setitem(ops.api._cache, "add", anyffi.Function(fake))
+    with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `out` is not what I wanted") as e:
+        ops.add(rand(2), rand(2))
+    assert e.value is not kept
+    assert kept.args == ("ops.add: `c` is not what I wanted",)
 
 
 @needs_global("runtime.empty", "runtime.malloc_device", "runtime.set_device", "runtime.view", "runtime.copy_",
