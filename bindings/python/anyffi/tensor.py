@@ -93,6 +93,34 @@ def check_writable(func: str, name: str, x: Any) -> None:
             raise ValueError(f"{func}: `{name}` is exported read-only by its producer")
 
 
+def ml_dtype_of(np_dtype: Any) -> Optional[dtype]:
+    """The dtype of a numpy dtype that ``ml_dtypes`` defines (``bfloat16``, ``float8_e4m3fn``,
+    ...) when DLPack stores it the same way (one element per item, no packing), else None.
+    numpy cannot export such arrays through DLPack; they pass from their array interface."""
+    t = getattr(np_dtype, "type", None)
+    if t is None or not getattr(t, "__module__", "").startswith("ml_dtypes"):
+        return None
+    try:
+        d = dtype(np_dtype.name)
+    except (TypeError, ValueError):
+        return None
+    return d if d.lanes == 1 and d.bits == 8 * np_dtype.itemsize else None
+
+
+def _ml_numpy_dtype(d: dtype) -> Any:
+    """The ``ml_dtypes`` numpy dtype for ``d`` (bfloat16, float8_*), or None (not one of them,
+    or ml_dtypes is not installed)."""
+    if d.code not in _ML_CODES or d.lanes != 1:
+        return None
+    try:
+        import ml_dtypes
+        import numpy as np
+    except ImportError:
+        return None
+    t = getattr(ml_dtypes, str(d), None)
+    return np.dtype(t) if t is not None and ml_dtype_of(np.dtype(t)) == d else None
+
+
 def check_tensor_like(func: str, name: str, x: Any) -> None:
     """TypeError naming the function and argument unless ``x`` is an anyffi Tensor, a DLPack
     producer (numpy, torch, ...) or a DLPack capsule; then :func:`check_byte_order`."""
@@ -116,6 +144,8 @@ def check_byte_order(func: str, name: str, x: Any) -> None:
             f"x.astype(x.dtype.newbyteorder('='))"
         )
     if dt.kind in "OVUSMm" or (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
+        if ml_dtype_of(dt) is not None:  # bfloat16, float8_* of ml_dtypes: they pass
+            return
         raise TypeError(
             f"{func}: `{name}` has dtype {dt}, which has no DLPack equivalent (DLPack tensors hold "
             f"bool, int, uint, float or complex elements)"
@@ -207,6 +237,15 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
     try:
         cap = a.__dlpack__()
     except BufferError:
+        ml = ml_dtype_of(getattr(a, "dtype", None))
+        if ml is not None and hasattr(a, "__array_interface__"):
+            # bfloat16/float8 arrays of ml_dtypes: numpy cannot export them through DLPack
+            p = _dltensor_of_array_interface(a, fr.keep, ml)
+            if a.__array_interface__["data"][1]:
+                fr.keep.append(_ReadOnlyMark(p))
+            fr.Q[k] = _capi.kDLTensorPtr
+            fr.Q[k + 1] = p
+            return
         try:
             cap = a.__dlpack__(max_version=(1, 3))  # read-only numpy arrays export only this way
         except TypeError:  # ... on numpy >= 2.1; older numpy cannot export them at all
@@ -244,16 +283,20 @@ def _compact_strides(shape: "tuple[int, ...]") -> "tuple[int, ...]":
     return tuple(reversed(out))
 
 
-def _dltensor_of_array_interface(a: Any, keep: list) -> int:
-    """A DLTensor over the memory of an ``__array_interface__`` exporter (CPU), kept in ``keep``."""
+def _dltensor_of_array_interface(a: Any, keep: list, dt: Optional[dtype] = None) -> int:
+    """A DLTensor over the memory of an ``__array_interface__`` exporter (CPU), kept in ``keep``;
+    of dtype ``dt`` (an ml_dtypes array: the interface says only "void") or the interface's."""
     ai = a.__array_interface__
     typestr, shape = ai["typestr"], tuple(ai["shape"])
     kind = typestr[1]
-    if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
-        raise TypeError(f"cannot pass a {typestr} array as a tensor")
-    item = int(typestr[2:])
-    if 8 * item not in _NUMPY_BITS[kind]:  # long double (x87, padded), complex256
-        raise TypeError(f"cannot pass a {typestr} array as a tensor (no DLPack equivalent)")
+    if dt is not None:
+        item = dt.bits // 8
+    else:
+        if typestr[0] == ">" or kind not in _ARRAY_KIND_CODE:
+            raise TypeError(f"cannot pass a {typestr} array as a tensor")
+        item = int(typestr[2:])
+        if 8 * item not in _NUMPY_BITS[kind]:  # long double (x87, padded), complex256
+            raise TypeError(f"cannot pass a {typestr} array as a tensor (no DLPack equivalent)")
     byte_strides = ai.get("strides")
     if byte_strides is not None and any(s % item for s in byte_strides):
         raise BufferError(f"cannot pass an array whose byte strides {tuple(byte_strides)} are not multiples of its item size {item}")
@@ -265,7 +308,7 @@ def _dltensor_of_array_interface(a: Any, keep: list) -> int:
     t.data = ai["data"][0]
     t.device = _capi.DLDevice(1, 0)
     t.ndim = nd
-    t.dtype = _capi.DLDataType(_ARRAY_KIND_CODE[kind], 8 * item, 1)
+    t.dtype = _capi.DLDataType(dt.code, dt.bits, 1) if dt is not None else _capi.DLDataType(_ARRAY_KIND_CODE[kind], 8 * item, 1)
     t.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
     t.strides = ctypes.cast(strs, ctypes.POINTER(ctypes.c_int64))
     keep.extend((a, t, dims, strs))
@@ -470,10 +513,18 @@ class Tensor(Object):
                 f"anyffi.Tensor: the tensor is on {self.device}, not the CPU; copy it first: "
                 "anyffi.runtime.to_device(t, 'cpu')"
             )
+        return self._array_interface(False)
+
+    def _array_interface(self, bits: bool) -> dict:
+        """The array interface; ``bits``: bfloat16/float8 as unsigned ints of their size (for
+        :meth:`numpy`, which views them as the ml_dtypes type)."""
         d = self.dtype
         kind = _NUMPY_KIND.get(d.code)
-        if kind is None or d.lanes != 1 or d.bits not in _NUMPY_BITS[kind]:
-            raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}")
+        if bits and d.code in _ML_CODES:
+            kind = "u"
+        elif kind is None or d.lanes != 1 or d.bits not in _NUMPY_BITS[kind]:
+            hint = " (install ml_dtypes for it: Tensor.numpy() then returns an ml_dtypes array)" if d.code in _ML_CODES else ""
+            raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}{hint}")
         item = d.bits // 8
         return {
             "version": 3,
@@ -485,19 +536,21 @@ class Tensor(Object):
 
     def numpy(self):
         """A writable numpy array sharing this tensor's memory (CPU tensors); it keeps the tensor
-        alive (a borrowed view only as long as its owner)."""
+        alive (a borrowed view only as long as its owner). bfloat16 and float8 tensors come as
+        arrays of the ``ml_dtypes`` types when that package is installed."""
         import numpy as np
 
+        ml = _ml_numpy_dtype(self.dtype)
         h = self._h
         if not h:
-            return np.asarray(self)
+            return np.asarray(self) if ml is None else np.asarray(_Bits(self)).view(ml)
         # The array holds its own reference to the ffi.Tensor (a second Python object), so that
         # closing this one (``close()``, a ``with`` block) cannot free the memory under it.
         _capi.TVMFFIObjectIncRef(h)
         holder = Tensor._from_owned(h)
         holder._ro = self._ro
         holder._keep = self  # ... and keeps this Python object alive too, as before
-        return np.asarray(holder)
+        return np.asarray(holder) if ml is None else np.asarray(_Bits(holder)).view(ml)
 
     def __len__(self) -> int:
         s = self.shape
@@ -557,6 +610,24 @@ _function._close_arg_view = _close_arg_view
 
 
 _NUMPY_KIND = {0: "i", 1: "u", 2: "f", 6: "b", 5: "c"}  # DLDataType code -> numpy kind
+# DLDataType codes of the types numpy has only through ml_dtypes: bfloat16 and the float8s
+_ML_CODES = frozenset((4, 7, 8, 9, 10, 11, 12, 13, 14))
+
+
+class _Bits:
+    """A tensor's array interface with bfloat16/float8 elements as unsigned ints (numpy then
+    views them as the ml_dtypes type); it keeps the tensor alive as the array's base."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: "Tensor"):
+        self.t = t
+
+    @property
+    def __array_interface__(self) -> dict:
+        if not self.t._h:
+            self.t._pin_owner()
+        return self.t._array_interface(True)
 # the sizes numpy has for each kind (no complex32 '<c4', no int128 '<i16': numpy rejects those)
 _NUMPY_BITS = {"i": (8, 16, 32, 64), "u": (8, 16, 32, 64), "f": (16, 32, 64), "b": (8,), "c": (64, 128)}
 
@@ -724,6 +795,10 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
     if type(x).__name__ == "PyCapsule":
         cap = x
     elif hasattr(x, "__dlpack__"):
+        ml = ml_dtype_of(getattr(x, "dtype", None))
+        if ml is not None and hasattr(x, "__array_interface__"):
+            # bfloat16/float8 arrays of ml_dtypes: numpy cannot export them through DLPack
+            return _from_array_interface(x, require_alignment, require_contiguous, ml)
         try:
             cap = x.__dlpack__(max_version=(1, 3))
         except TypeError:  # producers that predate the versioned protocol
@@ -759,11 +834,12 @@ def from_dlpack(x: Any, *, require_alignment: int = 0, require_contiguous: bool 
     return Tensor._from_owned(out.value)
 
 
-def _from_array_interface(x: Any, require_alignment: int, require_contiguous: bool) -> Tensor:
+def _from_array_interface(x: Any, require_alignment: int, require_contiguous: bool, dt: Optional[dtype] = None) -> Tensor:
     """An owned ``ffi.Tensor`` sharing the memory of a CPU ``__array_interface__`` exporter
-    (which keeps it alive); read-only when the exporter's memory is."""
+    (which keeps it alive); read-only when the exporter's memory is; of dtype ``dt`` if given
+    (see :func:`_dltensor_of_array_interface`)."""
     keep: list = []
-    src = _capi.DLTensor.from_address(_dltensor_of_array_interface(x, keep))
+    src = _capi.DLTensor.from_address(_dltensor_of_array_interface(x, keep, dt))
     nd = src.ndim
     shape, strides = tuple(src.shape[:nd]), tuple(src.strides[:nd])
     read_only = bool(x.__array_interface__["data"][1])

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 
 import anyffi
 import pytest
+from conftest import needs_global
 
 np = pytest.importorskip("numpy")
 
@@ -552,3 +554,11 @@ def test_old_numpy_fallback_is_for_read_only_arrays_only():
         ld.flags.writeable = False
         with pytest.raises(TypeError, match="no DLPack equivalent"):
             anyffi.from_dlpack(_OldNumpyArray(ld))
+
+
+@needs_global("runtime.empty")
+def test_numpy_of_bfloat16_without_ml_dtypes_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` now fails
+    t = anyffi.runtime.empty((2,), "bfloat16")
+    with pytest.raises(TypeError, match=r"numpy has no dtype for bfloat16 \(install ml_dtypes"):
+        t.numpy()
