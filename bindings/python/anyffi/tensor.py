@@ -506,6 +506,11 @@ class Tensor(Object):
     @property
     def __array_interface__(self) -> dict:
         """numpy's array interface over this tensor's memory (CPU tensors of numpy dtypes)."""
+        return self._array_interface(False)
+
+    def _array_interface(self, bits: bool) -> dict:
+        """The array interface (CPU tensors); ``bits``: bfloat16/float8 as unsigned ints of their
+        size (for :meth:`numpy`, which views them as the ml_dtypes type)."""
         if not self._h:
             self._pin_owner()  # the array made from it keeps this object, hence the memory
         if self.device.device_type != 1:
@@ -513,11 +518,6 @@ class Tensor(Object):
                 f"anyffi.Tensor: the tensor is on {self.device}, not the CPU; copy it first: "
                 "anyffi.runtime.to_device(t, 'cpu')"
             )
-        return self._array_interface(False)
-
-    def _array_interface(self, bits: bool) -> dict:
-        """The array interface; ``bits``: bfloat16/float8 as unsigned ints of their size (for
-        :meth:`numpy`, which views them as the ml_dtypes type)."""
         d = self.dtype
         kind = _NUMPY_KIND.get(d.code)
         if bits and d.code in _ML_CODES:
@@ -625,9 +625,9 @@ class _Bits:
 
     @property
     def __array_interface__(self) -> dict:
-        if not self.t._h:
-            self.t._pin_owner()
         return self.t._array_interface(True)
+
+
 # the sizes numpy has for each kind (no complex32 '<c4', no int128 '<i16': numpy rejects those)
 _NUMPY_BITS = {"i": (8, 16, 32, 64), "u": (8, 16, 32, 64), "f": (16, 32, 64), "b": (8,), "c": (64, 128)}
 

@@ -81,3 +81,13 @@ def test_numpy_of_every_float8_the_library_has():
     # float4 packs two elements a byte in DLPack but one a byte in ml_dtypes: refused
     with pytest.raises(TypeError, match="numpy has no dtype for float4_e2m1fn"):
         anyffi.runtime.empty((2,), "float4_e2m1fn").numpy()
+
+
+@needs_global("runtime.empty")
+def test_numpy_of_a_bfloat16_tensor_off_the_cpu_is_refused(monkeypatch):
+    # the ml_dtypes path checks the device as the plain one does (GPU memory as a numpy array
+    # would crash on first touch)
+    t = anyffi.runtime.empty((2,), "bfloat16")
+    monkeypatch.setattr(anyffi.Tensor, "device", property(lambda self: anyffi.device("cuda", 0)))
+    with pytest.raises(BufferError, match=r"on cuda:0, not the CPU"):
+        t.numpy()
