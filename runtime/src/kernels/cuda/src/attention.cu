@@ -159,17 +159,6 @@ __device__ void attention_decode(const T* q, const T* k, const T* v, int L, int 
     }
 }
 
-// The grouped decode kernel for split-KV with head sizes D == DV == 32 * E (E = 2, 4 or 8, so
-// D = 64, 128 or 256): the query heads that share a KV head (GQA) read each key and value row
-// once. Block (i * splits + z, g * hb + c) serves query heads g * G + c * HB + r, r < min(HB,
-// G - c * HB), of KV head g (G = H / HK, hb = ceil(G / HB)), over the keys of split z of row i.
-// Each warp streams every nw-th key of the split, NB keys at a time (8, or 4 at d = 256 for
-// registers): their K and V rows
-// are loaded first (lane l holds elements [l * E, l * E + E), one vector load per row; the
-// launcher checks the alignment), then each head's scores, one online-softmax step per batch
-// and the V update. Per warp and head: running max, sum and accumulator in registers, merged
-// through shared memory at the end and written to the split-KV workspace as the other decode
-// kernel does. Dynamic shared memory: nw * HB * DV floats.
 // E consecutive elements as one aligned load (at most 16 bytes a load).
 template <typename T, int E>
 struct alignas(sizeof(T) * E < 16 ? sizeof(T) * E : 16) Pack {
@@ -182,6 +171,17 @@ __device__ __forceinline__ void load_pack(const T* p, float* out) {
     for (int u = 0; u < E; ++u) out[u] = to_f32(pk.x[u]);
 }
 
+// The grouped decode kernel for split-KV with head sizes D == DV == 32 * E (E = 2, 4 or 8, so
+// D = 64, 128 or 256): the query heads that share a KV head (GQA) read each key and value row
+// once. Block (i * splits + z, g * hb + c) serves query heads g * G + c * HB + r, r < min(HB,
+// G - c * HB), of KV head g (G = H / HK, hb = ceil(G / HB)), over the keys of split z of row i.
+// Each warp streams every nw-th key of the split, NB keys at a time (8; 4 at D = 256, for
+// registers): their K and V rows are loaded first (lane l holds elements [l * E, l * E + E),
+// one vector load per row; the launcher checks the alignment), then each head's scores, one
+// online-softmax step per batch and the V update. Per warp and head: running max, sum and
+// accumulator in registers, merged through shared memory at the end and written to the
+// split-KV workspace as the other decode kernel does. Dynamic shared memory: nw * HB * DV
+// floats.
 template <typename T, int E, int HB>
 __device__ void attention_decode_gqa(const T* q, const T* k, const T* v, int L, int H, int S,
                                      int HK, float scale, int splits, int split_len, float* ws) {
