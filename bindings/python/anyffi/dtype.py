@@ -38,6 +38,15 @@ class dtype(str):
         if isinstance(s, dtype):
             return s
         if not isinstance(s, str):
+            # numpy dtypes, torch dtypes, numpy scalar types: remembered by the object (numpy
+            # builds a dtype's `name` anew each time, ~2 us; the ops wrappers ask per call)
+            try:
+                d = _BY_OBJECT.get(s)
+            except Exception:  # unhashable, or an __eq__ that refuses a cached key's type
+                d = None
+            if d is not None:
+                return d
+            key = s
             if isinstance(s, type) and s.__module__ == "numpy":
                 # numpy scalar types (np.float32, np.int64, np.bool_): their numpy dtype's name
                 import numpy
@@ -47,6 +56,13 @@ class dtype(str):
             s = str(getattr(s, "name", s))
             if s.startswith("torch."):
                 s = s[6:]
+            d = dtype(s)
+            try:
+                if len(_BY_OBJECT) < 1024:
+                    _BY_OBJECT[key] = d
+            except Exception:
+                pass
+            return d
         d = _BY_TEXT.get(s)
         if d is not None:
             return d
@@ -98,6 +114,7 @@ class dtype(str):
 
 
 _BY_TEXT: dict[str, dtype] = {}
+_BY_OBJECT: dict = {}
 _BY_PACKED: dict[int, dtype] = {}
 
 

@@ -34,7 +34,7 @@ def _meta(op: str, name: str, x: Any) -> tuple[tuple[int, ...], dtype, Device, A
     _check(op, name, x)
     if type(x).__module__ == "numpy":
         try:
-            return tuple(x.shape), dtype(x.dtype.name), cpu, x
+            return tuple(x.shape), dtype(x.dtype), cpu, x
         except ValueError:  # a dtype the library has no name for (complex64): as a DLPack producer
             pass
     t = from_dlpack(x)

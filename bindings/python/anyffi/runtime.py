@@ -26,10 +26,22 @@ DeviceLike = Union[Device, str, int]
 
 def _dev(func: str, d: DeviceLike) -> Device:
     """``d`` as a Device; its errors name the function and the argument."""
+    if isinstance(d, Device):
+        return d
+    if type(d) is str:
+        got = _DEVICES.get(d)
+        if got is not None:
+            return got
     try:
-        return device(d)
+        got = device(d)
     except (TypeError, ValueError) as e:
         raise type(e)(f"anyffi.runtime.{func}: `d`: {e}") from None
+    if type(d) is str and len(_DEVICES) < 256:
+        _DEVICES[d] = got  # Device objects are immutable
+    return got
+
+
+_DEVICES: dict[str, Device] = {}
 
 
 def _dtype(func: str, name: str, dt: Any) -> dtype:
@@ -78,10 +90,21 @@ def _dims(func: str, name: str, dims: Any) -> Shape:
         ds = [operator.index(x) for x in dims]
     except TypeError:
         raise TypeError(f"anyffi.runtime.{func}: `{name}` must be a sequence of ints, got {dims!r}") from None
+    key = tuple(ds)
+    got = _SHAPES.get(key)
+    if got is not None:
+        return got
     for i, x in enumerate(ds):
         if not -(1 << 63) <= x < 1 << 63:
             raise ValueError(f"anyffi.runtime.{func}: `{name}`[{i}] = {x} does not fit in int64")
-    return Shape(ds)
+    got = Shape(ds)
+    if len(_SHAPES) < 1024:
+        _SHAPES[key] = got  # an ffi.Shape is immutable: one object serves every call
+    return got
+
+
+# shapes made by _dims, by their dimensions (making an ffi.Shape is a call into the library)
+_SHAPES: dict[tuple, Shape] = {}
 
 
 def _same_ro(src: Any, out: Tensor) -> Tensor:

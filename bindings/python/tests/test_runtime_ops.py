@@ -628,3 +628,18 @@ def test_outputs_that_overlap_themselves_are_refused():
     for out in (big[::2, ::2], big[:3, :2].T[:, ::-1].T, big.T[:3, :2]):
         ops.add(np.ones(out.shape, np.float32), np.ones(out.shape, np.float32), out=out)
         assert (out == 2).all()
+
+
+@needs_global("runtime.empty")
+def test_remembered_shapes_devices_and_dtypes_stay_correct():
+    # runtime._dims/_dev and dtype() remember what they made (a call into the library, a parse,
+    # numpy's dtype name); past the bound they go on making new ones
+    for n in range(1, 1100):
+        t = runtime.empty((n % 7 + 1, n), "float32", "cpu")
+        assert t.shape == (n % 7 + 1, n) and t.device == anyffi.device("cpu")
+    assert runtime.empty((2, 3), np.float16).dtype == anyffi.dtype("float16")
+    assert anyffi.dtype(np.dtype("float32")) is anyffi.dtype(np.dtype("float32"))
+    assert anyffi.dtype(np.dtype(">f4")) == "float32"  # as before: numpy's name
+    for _ in range(2):  # a failure is not remembered as anything
+        with pytest.raises(ValueError):
+            anyffi.dtype(np.dtype("U3"))
