@@ -99,8 +99,9 @@ fn describe(rc: sys::CUresult) -> String {
     }
 }
 
-/// "cuMemcpyHtoD of 64 bytes from host 0x... to cuda 0x..." for a failed copy's message: which
-/// side the driver expected where (a host pointer passed as device memory is the usual cause).
+/// "cuMemcpyHtoD of 64 bytes from host memory 0x... to device memory 0x..." for a failed copy's
+/// message: which side the driver expected where (a host pointer passed as device memory is the
+/// usual cause).
 fn copy_call(
     kind: MemcpyKind,
     is_async: bool,
