@@ -439,9 +439,10 @@ def from_owned(i: int) -> Any:
 def from_result(fr: Frame) -> Any:
     """The result of a call made with frame ``fr`` (owned), for types other than None and Int.
 
-    A ``DLTensor*`` result that points into one of the call's own DLPack capsules (a function that
-    returned its tensor argument) would dangle once the capsule is dropped: such a capsule is
-    consumed into an owning Tensor instead, sharing the producer's memory.
+    A ``DLTensor*`` result that points into one of the call's own arguments (a function that
+    returned its tensor argument: a DLPack capsule, or a DLTensor made from an array interface)
+    would dangle once the call's frame lets go of it: it becomes an owning Tensor instead,
+    sharing the producer's memory.
     """
     i = fr.ri
     ti = fr.I[0]
@@ -451,18 +452,17 @@ def from_result(fr: Frame) -> Any:
     # previous call's result.
     try:
         if ti == 7 and fr.keep:
-            ptr = fr.Q[1]
-            for cap in fr.keep:
-                if type(cap).__name__ == "PyCapsule" and CAPSULE_TENSOR[0](cap) == ptr:
-                    return CAPSULE_TO_TENSOR[0](cap)
+            t = KEPT_TO_TENSOR[0](fr.keep, fr.Q[1])
+            if t is not None:
+                return t
         return from_owned(i)
     finally:
         fr.Q[0] = 0
 
 
-# (capsule -> address of its DLTensor) and (capsule -> owning Tensor); set by tensor.py.
-CAPSULE_TENSOR: list[Callable[[Any], int]] = []
-CAPSULE_TO_TENSOR: list[Callable[[Any], Any]] = []
+# (a call's `keep` list, a DLTensor* result) -> an owning Tensor when the result points into one
+# of the call's own arguments, else None; set by tensor.py.
+KEPT_TO_TENSOR: list[Callable[[list, int], Any]] = []
 
 
 def from_view(i: int) -> Any:

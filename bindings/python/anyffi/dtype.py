@@ -47,8 +47,9 @@ class dtype(str):
             if d is not None:
                 return d
             key = s
-            if isinstance(s, type) and s.__module__ == "numpy":
-                # numpy scalar types (np.float32, np.int64, np.bool_): their numpy dtype's name
+            if isinstance(s, type) and (s.__module__ == "numpy" or s.__module__.startswith("ml_dtypes")):
+                # numpy scalar types (np.float32, np.int64, np.bool_) and ml_dtypes' (bfloat16):
+                # their numpy dtype's name
                 import numpy
 
                 s = numpy.dtype(s)

@@ -104,28 +104,44 @@ def _call(op: str, *args: Any, made: bool = False, first: str = "", dev: Any = N
     and what the library accepts is never refused here."""
     try:
         _op(op)(*args)
+        return
     except Exception as e:
-        msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else None
-        if made and isinstance(e, ValueError) and msg is not None and " is on " in msg:
-            for name, x in inputs:
-                d = _device_of(x)
-                if d is not None and d != dev:
-                    raise ValueError(f"anyffi.ops.{op}: `{name}` is on {d} but `{first}` is on {dev}") from None
-        if msg is None or not msg.startswith(f"ops.{op}: "):
-            raise
-        msg = "anyffi." + msg
-        for raw, mine in _RENAMES.get(op, {}).items():
-            msg = msg.replace(f"`{raw}`", f"`{mine}`")
-        # a copy: `e` may be the very object a Python callback raised (errors._Sent), which its
-        # owner keeps; copy.copy keeps kind, backtrace and notes
-        try:
-            new = copy.copy(e)
-            new.args = (msg,)
-        except Exception:  # an exception class that cannot be copied: raised as it came
-            new = None
+        new = _reworded(op, e, made, first, dev, inputs)
         if new is None:
             raise
-        raise new.with_traceback(e.__traceback__) from e.__cause__
+    # raised outside the handler, so that it keeps the original's own context
+    raise new
+
+
+def _reworded(op: str, e: Exception, made: bool, first: str, dev: Any, inputs: tuple) -> Optional[Exception]:
+    """The exception ``_call`` raises for the library's ``e``, or None to raise ``e`` itself."""
+    msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else None
+    if made and isinstance(e, ValueError) and msg is not None and " is on " in msg:
+        for name, x in inputs:
+            d = _device_of(x)
+            if d is not None and d != dev:
+                new = ValueError(f"anyffi.ops.{op}: `{name}` is on {d} but `{first}` is on {dev}")
+                new.__suppress_context__ = True
+                return new
+    if msg is None or not msg.startswith(f"ops.{op}: "):
+        return None
+    msg = "anyffi." + msg
+    for raw, mine in _RENAMES.get(op, {}).items():
+        msg = msg.replace(f"`{raw}`", f"`{mine}`")
+    # a copy: `e` may be the very object a Python callback raised (errors._Sent), which its owner
+    # keeps; copy.copy keeps kind, backtrace and notes (its own list of them), and the chain
+    # (cause, context) is the original's
+    try:
+        new = copy.copy(e)
+        new.args = (msg,)
+    except Exception:  # an exception class that cannot be copied: raised as it came
+        return None
+    notes = getattr(e, "__notes__", None)
+    if isinstance(notes, list):
+        new.__notes__ = list(notes)
+    new.__cause__, new.__context__ = e.__cause__, e.__context__
+    new.__suppress_context__ = e.__suppress_context__
+    return new.with_traceback(e.__traceback__)
 
 
 def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:

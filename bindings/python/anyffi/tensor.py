@@ -100,6 +100,8 @@ def ml_dtype_of(np_dtype: Any) -> Optional[dtype]:
     t = getattr(np_dtype, "type", None)
     if t is None or not getattr(t, "__module__", "").startswith("ml_dtypes"):
         return None
+    if not np_dtype.isnative:  # byte-swapped: DLPack has no byte order (refused as '>f4' is)
+        return None
     try:
         d = dtype(np_dtype.name)
     except (TypeError, ValueError):
@@ -523,7 +525,13 @@ class Tensor(Object):
         if bits and d.code in _ML_CODES:
             kind = "u"
         elif kind is None or d.lanes != 1 or d.bits not in _NUMPY_BITS[kind]:
-            hint = " (install ml_dtypes for it: Tensor.numpy() then returns an ml_dtypes array)" if d.code in _ML_CODES else ""
+            hint = ""
+            if d.code in _ML_CODES and d.lanes == 1:
+                hint = (
+                    " (Tensor.numpy() returns it as an ml_dtypes array)"
+                    if _ml_numpy_dtype(d) is not None
+                    else " (install ml_dtypes for it: Tensor.numpy() then returns an ml_dtypes array)"
+                )
             raise TypeError(f"anyffi.Tensor: numpy has no dtype for {d}{hint}")
         item = d.bits // 8
         return {
@@ -865,8 +873,22 @@ def _capsule_dltensor(cap: object) -> int:
     return 0
 
 
-_marshal.CAPSULE_TENSOR.append(_capsule_dltensor)
-_marshal.CAPSULE_TO_TENSOR.append(from_dlpack)
+def _kept_to_tensor(keep: list, ptr: int) -> Optional[Tensor]:
+    """An owning Tensor for a ``DLTensor*`` result that points into one of the call's own
+    arguments (`keep` of its frame), else None: a capsule is consumed (sharing the producer's
+    memory); a DLTensor made from an ``__array_interface__`` (ml_dtypes arrays, read-only arrays
+    on numpy < 2.1) is made again as an owned tensor of the exporter, which precedes it."""
+    for j, c in enumerate(keep):
+        if type(c) is _DLTensor:
+            if j and ctypes.addressof(c) == ptr:
+                src = keep[j - 1]
+                return _from_array_interface(src, 0, False, ml_dtype_of(getattr(src, "dtype", None)))
+        elif type(c).__name__ == "PyCapsule" and _capsule_dltensor(c) == ptr:
+            return from_dlpack(c)
+    return None
+
+
+_marshal.KEPT_TO_TENSOR.append(_kept_to_tensor)
 
 
 def _owned_prepare(v: Any) -> Optional[Tensor]:

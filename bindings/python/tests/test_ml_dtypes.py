@@ -91,3 +91,35 @@ def test_numpy_of_a_bfloat16_tensor_off_the_cpu_is_refused(monkeypatch):
     monkeypatch.setattr(anyffi.Tensor, "device", property(lambda self: anyffi.device("cuda", 0)))
     with pytest.raises(BufferError, match=r"on cuda:0, not the CPU"):
         t.numpy()
+
+
+def test_a_function_returning_its_bfloat16_argument_gives_an_owned_tensor():
+    # the argument went as a DLTensor built from the array interface; the result pointing at it
+    # becomes an owned tensor of the array (it was a view of the call's frame: freed memory)
+    anyffi.register_global_func("testing.ml_identity", lambda t: t, override=True)
+    f = anyffi.get_global_func("testing.ml_identity")
+    for name in ("bfloat16", "float8_e4m3fn"):
+        a = np.arange(4, dtype=np.float32).astype(getattr(ml_dtypes, name))
+        r = f(a)
+        assert not r.is_view and r.dtype == anyffi.dtype(name)
+        del a
+        gc.collect()
+        assert r.numpy().astype(np.float32).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_byte_swapped_bfloat16_is_refused():
+    a = np.array([1.0, 2.0, 3.0], np.float32).astype(bf16)
+    swapped = a.view(a.dtype.newbyteorder(">"))
+    assert anyffi.tensor.ml_dtype_of(swapped.dtype) is None
+    with pytest.raises(BufferError):
+        anyffi.from_dlpack(swapped)
+    anyffi.register_global_func("testing.ml_identity", lambda t: t, override=True)
+    with pytest.raises((BufferError, TypeError)):  # numpy's refusal, or ours on numpy < 2.1
+        anyffi.get_global_func("testing.ml_identity")(swapped)
+    with pytest.raises(TypeError, match="non-native byte order"):
+        anyffi.ops.add(swapped, swapped)
+
+
+def test_ml_dtypes_scalar_types_are_dtypes():
+    assert anyffi.dtype(ml_dtypes.bfloat16) == "bfloat16"
+    assert anyffi.dtype(ml_dtypes.float8_e5m2) == "float8_e5m2"

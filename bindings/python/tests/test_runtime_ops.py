@@ -336,16 +336,30 @@ def test_a_callbacks_exception_is_not_rewritten_in_place(monkeypatch):
     # an `ops.add` that is a Python function behind the ABI: its exception comes back as the
     # very object it raised; the wrapper's renamed message goes on a copy, the user's object
     # stays as it was
-    kept = ValueError("ops.add: `c` is not what I wanted")
+    kept = []
 
     def fake(c, a, b):
-        raise kept
+        try:
+            {}["missing-key"]
+        except KeyError:
+            err = ValueError("ops.add: `c` is not what I wanted")
+            if hasattr(err, "add_note"):  # Python 3.11+
+                err.add_note("a note from the callback")
+            kept.append(err)
+            raise err
 
     monkeypatch.setitem(ops.api._cache, "add", anyffi.Function(fake))
     with pytest.raises(ValueError, match=r"^anyffi\.ops\.add: `out` is not what I wanted") as e:
         ops.add(rand(2), rand(2))
-    assert e.value is not kept
-    assert kept.args == ("ops.add: `c` is not what I wanted",)
+    assert e.value is not kept[0]
+    assert kept[0].args == ("ops.add: `c` is not what I wanted",)
+    # the copy has the original's chain (the KeyError it was raised while handling) and notes of
+    # its own: a note the caller adds does not reach the callback's object
+    assert isinstance(e.value.__context__, KeyError) and not e.value.__suppress_context__
+    if hasattr(e.value, "add_note"):
+        e.value.add_note("a note the caller adds")
+        assert "a note from the callback" in e.value.__notes__
+        assert kept[0].__notes__.count("a note the caller adds") == 0
 
 
 @needs_global("runtime.empty", "runtime.malloc_device", "runtime.set_device", "runtime.view", "runtime.copy_",

@@ -562,3 +562,16 @@ def test_numpy_of_bfloat16_without_ml_dtypes_says_what_to_install(monkeypatch):
     t = anyffi.runtime.empty((2,), "bfloat16")
     with pytest.raises(TypeError, match=r"numpy has no dtype for bfloat16 \(install ml_dtypes"):
         t.numpy()
+
+
+def test_a_function_returning_its_read_only_argument_gives_an_owned_read_only_tensor():
+    # numpy >= 2.1 passes a read-only array as a versioned capsule, older numpy through its array
+    # interface: either way the returned argument is an owned tensor, not a view of the frame
+    anyffi.register_global_func("testing.ro_identity", lambda t: t, override=True)
+    a = np.arange(4, dtype=np.float32)
+    a.flags.writeable = False
+    r = anyffi.get_global_func("testing.ro_identity")(a)
+    assert not r.is_view and r.read_only
+    del a
+    gc.collect()
+    assert r.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
