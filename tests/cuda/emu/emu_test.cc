@@ -13,6 +13,7 @@
 #include "../../../runtime/src/kernels/cuda/src/rearrange.cu"
 #include "../../../runtime/src/kernels/cuda/src/attention.cu"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -332,6 +333,28 @@ void test_attention_gqa(void (*const kernels[3])(const T*, const T*, const T*, i
     }
 }
 
+// One query row `q` (D elements, scale 1) attending to S keys of one KV head, keys [k0, k1)
+// left out (they score -inf, weight 0), in f64: DV outputs.
+std::vector<double> attention_without_keys(const float* q, const std::vector<float>& kk, const std::vector<float>& v, int S,
+                                           int D, int DV, int k0, int k1) {
+    double mx = -INFINITY, sum = 0;
+    std::vector<double> p(S, 0.0), want(DV);
+    for (int j = 0; j < S; ++j) {
+        if (j >= k0 && j < k1) continue;
+        double a = 0;
+        for (int t = 0; t < D; ++t) a += (double)q[t] * kk[(size_t)j * D + t];
+        p[j] = a;
+        mx = std::max(mx, a);
+    }
+    for (int j = 0; j < S; ++j) sum += (p[j] = (j >= k0 && j < k1) ? 0.0 : std::exp(p[j] - mx));
+    for (int t = 0; t < DV; ++t) {
+        double a = 0;
+        for (int j = 0; j < S; ++j) a += p[j] * v[(size_t)j * DV + t];
+        want[t] = a / sum;
+    }
+    return want;
+}
+
 // The grouped decode kernel and the combine on special scores (2 heads of one KV head, d 64):
 // -inf keys weigh 0 as a warp's first key, its last, a whole split and the first 256 keys; a row
 // whose keys are all -inf is NaN, and so is one with a NaN or +inf score anywhere, first included.
@@ -350,25 +373,11 @@ void test_attention_gqa_special() {
         float bad = c.kind == NEG || c.kind == ALL_NEG ? -inf : c.kind == NAN_SCORE ? NAN : inf;
         for (int j = c.k0; j < c.k1; ++j) kk[(size_t)j * D] = bad;  // q > 0: the score is `bad`
         std::vector<double> want((size_t)H * D, NAN);
-        if (c.kind == NEG) {
+        if (c.kind == NEG)
             for (int h = 0; h < H; ++h) {
-                std::vector<double> p(S, 0.0);
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < S; ++j) {
-                    if (j >= c.k0 && j < c.k1) continue;
-                    double a = 0;
-                    for (int t = 0; t < D; ++t) a += (double)q[h * D + t] * kk[(size_t)j * D + t];
-                    p[j] = a;
-                    mx = std::max(mx, a);
-                }
-                for (int j = 0; j < S; ++j) sum += (p[j] = (j >= c.k0 && j < c.k1) ? 0.0 : std::exp(p[j] - mx));
-                for (int t = 0; t < D; ++t) {
-                    double a = 0;
-                    for (int j = 0; j < S; ++j) a += p[j] * v[(size_t)j * D + t];
-                    want[h * D + t] = a / sum;
-                }
+                auto w = attention_without_keys(&q[(size_t)h * D], kk, v, S, D, D, c.k0, c.k1);
+                std::copy(w.begin(), w.end(), want.begin() + (size_t)h * D);
             }
-        }
         std::vector<float> o((size_t)H * D, 12345.0f), ws((size_t)H * c.splits * (D + 2), NAN);
         emu_launch(c.splits, 1, 128, 4 * 8 * D * 4, [&] {
             self_attention_decode_gqa_f32_64(q.data(), kk.data(), v.data(), 1, H, S, 1, 1.0f, c.splits, c.split_len, ws.data());
@@ -398,24 +407,7 @@ void test_attention_neginf() {
         auto q = rand_vec<float>(D, 0.1, 1), kk = rand_vec<float>((size_t)S * D, 0.1, 1), v = rand_vec<float>((size_t)S * DV, 0, 1);
         for (int j = c.k0; j < c.k1; ++j)
             for (int t = 0; t < D; ++t) kk[(size_t)j * D + t] = -inf;
-        std::vector<double> want(DV, NAN);
-        if (!c.all) {
-            double mx = -INFINITY, sum = 0;
-            std::vector<double> p(S, 0.0);
-            for (int j = 0; j < S; ++j) {
-                if (j >= c.k0 && j < c.k1) continue;
-                double a = 0;
-                for (int t = 0; t < D; ++t) a += (double)q[t] * kk[(size_t)j * D + t];
-                p[j] = a;
-                mx = std::max(mx, a);
-            }
-            for (int j = 0; j < S; ++j) sum += (p[j] = (j >= c.k0 && j < c.k1) ? 0.0 : std::exp(p[j] - mx));
-            for (int t = 0; t < DV; ++t) {
-                double a = 0;
-                for (int j = 0; j < S; ++j) a += p[j] * v[(size_t)j * DV + t];
-                want[t] = a / sum;
-            }
-        }
+        std::vector<double> want = c.all ? std::vector<double>(DV, NAN) : attention_without_keys(q.data(), kk, v, S, D, DV, c.k0, c.k1);
         for (int mode = 0; mode < 3; ++mode) {
             int splits = mode ? c.splits : 1, len = mode ? c.split_len : S;
             std::vector<float> o(DV), ws((size_t)splits * (DV + 2), NAN);
