@@ -474,11 +474,9 @@ pub(crate) fn self_attention(
         && [q, k, v]
             .iter()
             .all(|&p| p % (esize * d as usize / 32).min(16) == 0);
-    let units = if gqa {
-        l * hk * ((h / hk + per_block - 1) / per_block)
-    } else {
-        l * h
-    };
+    // its blocks per query row and split: KV heads x groups of `per_block` query heads
+    let group_blocks = hk * ((h / hk + per_block - 1) / per_block);
+    let units = if gqa { l * group_blocks } else { l * h };
     let (splits, split_len) = attention_splits(dev, l, h, units, s);
     let [l, h, s, hk, d, dv] = dims.map(|x| x as i32);
     let shmem = ((d + dv + 256) * 4) as u32;
@@ -504,13 +502,12 @@ pub(crate) fn self_attention(
             (_, 128) => "self_attention_decode_gqa_bf16_128",
             _ => "self_attention_decode_gqa_bf16_256",
         };
-        let hb = (h / hk + per_block as i32 - 1) / per_block as i32;
         let shmem = (4 * per_block as i32 * d * 4) as u32;
         launch(
             op,
             c,
             name,
-            (l as u32 * splits as u32, (hk * hb) as u32),
+            (grid.0, group_blocks as u32),
             128,
             shmem,
             &mut params!(q, k, v, l, h, s, hk, scale, splits, split_len, wsp),
