@@ -242,22 +242,14 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
         ml = ml_dtype_of(getattr(a, "dtype", None))
         if ml is not None and hasattr(a, "__array_interface__"):
             # bfloat16/float8 arrays of ml_dtypes: numpy cannot export them through DLPack
-            p = _dltensor_of_array_interface(a, fr.keep, ml)
-            if a.__array_interface__["data"][1]:
-                fr.keep.append(_ReadOnlyMark(p))
-            fr.Q[k] = _capi.kDLTensorPtr
-            fr.Q[k + 1] = p
+            _pass_array_interface(a, k, fr, ml)
             return
         try:
             cap = a.__dlpack__(max_version=(1, 3))  # read-only numpy arrays export only this way
         except TypeError:  # ... on numpy >= 2.1; older numpy cannot export them at all
             if not hasattr(a, "__array_interface__"):
                 raise
-            p = _dltensor_of_array_interface(a, fr.keep)
-            if a.__array_interface__["data"][1]:
-                fr.keep.append(_ReadOnlyMark(p))
-            fr.Q[k] = _capi.kDLTensorPtr
-            fr.Q[k + 1] = p
+            _pass_array_interface(a, k, fr, None)
             return
         read_only = True
     _require_capsule(cap, f"{type(a).__name__}.__dlpack__()")
@@ -270,6 +262,16 @@ def conv_dlpack(a: Any, k: int, fr) -> None:
         fr.keep.append(_ReadOnlyMark(mt + off))
     fr.Q[k] = _capi.kDLTensorPtr
     fr.Q[k + 1] = mt + off
+
+
+def _pass_array_interface(a: Any, k: int, fr, dt: Optional[dtype]) -> None:
+    """Passes an ``__array_interface__`` exporter as a ``DLTensor*`` (of dtype ``dt``, else the
+    interface's) kept in the call's frame, marked read-only when its memory is."""
+    p = _dltensor_of_array_interface(a, fr.keep, dt)
+    if a.__array_interface__["data"][1]:
+        fr.keep.append(_ReadOnlyMark(p))
+    fr.Q[k] = _capi.kDLTensorPtr
+    fr.Q[k + 1] = p
 
 
 # numpy's __array_interface__ type codes -> DLDataType code
