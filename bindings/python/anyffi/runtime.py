@@ -24,8 +24,9 @@ H2H, H2D, D2H, D2D = 0, 1, 2, 3
 DeviceLike = Union[Device, str, int]
 
 
-def _dev(func: str, d: DeviceLike) -> Device:
-    """``d`` as a Device; its errors name the function and the argument."""
+def _dev(func: str, d: DeviceLike, name: str = "d") -> Device:
+    """``d`` (the argument ``name``) as a Device; its errors name the function and the
+    argument."""
     if isinstance(d, Device):
         return d
     if type(d) is str:
@@ -35,7 +36,7 @@ def _dev(func: str, d: DeviceLike) -> Device:
     try:
         got = device(d)
     except (TypeError, ValueError) as e:
-        raise type(e)(f"anyffi.runtime.{func}: `d`: {e}") from None
+        raise type(e)(f"anyffi.runtime.{func}: `{name}`: {e}") from None
     if type(d) is str and len(_DEVICES) < 256:
         _DEVICES[d] = got  # Device objects are immutable
     return got
@@ -118,10 +119,7 @@ def _same_ro(src: Any, out: Tensor) -> Tensor:
 def device_count(device_type: Union[str, int]) -> int:
     """How many devices of this type exist (0 when the backend is missing)."""
     if isinstance(device_type, str):
-        try:
-            dt = device(device_type).device_type
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"anyffi.runtime.device_count: `device_type`: {e}") from None
+        dt = _dev("device_count", device_type, "device_type").device_type
     else:
         dt = _int("device_count", "device_type", device_type)
     return _call("device_count", dt)
