@@ -2,7 +2,8 @@
 """Call overhead of the anyffi Python package, with ratios against its anchors.
 
 Rows (ns per call, the minimum of several timed repeats):
-  * anyffi on our libtvm_ffi.so, and anyffi on the official libtvm_ffi.so;
+  * anyffi on our libtvm_ffi.so (its native ``Function.__call__``), the same with the package's
+    pure-Python ``__call__`` (``ANYFFI_NATIVE_CALL=0``), and anyffi on the official libtvm_ffi.so;
   * the official apache-tvm-ffi package (Cython) on its own library;
   * a bare ctypes call of TVMFFIFunctionCall with pre-built arguments, in each anyffi process.
 
@@ -152,6 +153,14 @@ def main() -> None:
         a.number, a.repeat = 50_000, 3
 
     ours = run_child(sys.executable, "anyffi", {"ANYFFI_LIBRARY": os.path.join(ROOT, "target", "release", "libtvm_ffi.so")}, a.number, a.repeat)
+    # the same library with the package's pure-Python __call__ (no native call installed)
+    py_path = run_child(
+        sys.executable,
+        "anyffi",
+        {"ANYFFI_LIBRARY": os.path.join(ROOT, "target", "release", "libtvm_ffi.so"), "ANYFFI_NATIVE_CALL": "0"},
+        a.number,
+        a.repeat,
+    )
     on_official = {}
     if os.path.isfile(OFFICIAL_LIB):
         on_official = run_child(sys.executable, "anyffi", {"ANYFFI_LIBRARY": OFFICIAL_LIB}, a.number, a.repeat)
@@ -167,28 +176,29 @@ def main() -> None:
         return f"{x / y:7.2f}x" if x and y else f"{'-':>8}"
 
     print(f"anyffi Python call overhead, ns of thread CPU time per call (min of {a.repeat} x {a.number}); lower is better")
-    print(f"  ours     = anyffi on {ours.get('library', '?')}")
+    print(f"  ours     = anyffi on {ours.get('library', '?')} (the library's native Function.__call__)")
+    print("  py-path  = the same with ANYFFI_NATIVE_CALL=0 (the package's pure-Python __call__, one ctypes call)")
     print(f"  on-off   = anyffi on {on_official.get('library', '(official library not found)')}")
     print(f"  official = apache-tvm-ffi package (Cython) on its own library")
     print()
-    hdr = f"{'case':32s} {'ours':>9} {'on-off':>9} {'official':>9} {'ours/bare':>9} {'ours/off':>9}"
+    hdr = f"{'case':32s} {'ours':>9} {'py-path':>9} {'on-off':>9} {'official':>9} {'ours/bare':>9} {'ours/off':>9}"
     print(hdr)
     print("-" * len(hdr))
     bare = ours.get("bare ctypes nop()")
     for label, _ in CASES:
         o = ours.get(f"anyffi {label}")
         print(
-            f"{label:32s} {cell(ours, f'anyffi {label}')} {cell(on_official, f'anyffi {label}')} "
-            f"{cell(official, f'tvm_ffi {label}')} {ratio(o, bare)} {ratio(o, official.get(f'tvm_ffi {label}'))}"
+            f"{label:32s} {cell(ours, f'anyffi {label}')} {cell(py_path, f'anyffi {label}')} "
+            f"{cell(on_official, f'anyffi {label}')} {cell(official, f'tvm_ffi {label}')} {ratio(o, bare)} {ratio(o, official.get(f'tvm_ffi {label}'))}"
         )
     for label in ("nop() [release_gil=False]", "nop(ndarray) [release_gil=False]"):
         o = ours.get(f"anyffi {label}")
-        print(f"{label:32s} {cell(ours, f'anyffi {label}')} {cell(on_official, f'anyffi {label}')} {'':>9} {ratio(o, bare)}")
-    print(f"{'bare ctypes nop()':32s} {cell(ours, 'bare ctypes nop()')} {cell(on_official, 'bare ctypes nop()')}")
-    print(
-        f"{'bare ctypes nop() [byref]':32s} {cell(ours, 'bare ctypes nop() [byref args]')} "
-        f"{cell(on_official, 'bare ctypes nop() [byref args]')}"
-    )
+        print(
+            f"{label:32s} {cell(ours, f'anyffi {label}')} {cell(py_path, f'anyffi {label}')} "
+            f"{cell(on_official, f'anyffi {label}')} {'':>9} {ratio(o, bare)}"
+        )
+    for label, key in (("bare ctypes nop()", "bare ctypes nop()"), ("bare ctypes nop() [byref]", "bare ctypes nop() [byref args]")):
+        print(f"{label:32s} {cell(ours, key)} {cell(py_path, key)} {cell(on_official, key)}")
     cb = ours.get("anyffi apply(f) [callback]")
     nf = ours.get("anyffi nop(Function)")
     if cb and nf:

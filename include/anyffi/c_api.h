@@ -314,6 +314,95 @@ typedef struct TVMFFIVersion {
 } TVMFFIVersion;
 
 /**
+ * CPython's `PyMethodDef` (under our own name: a C file may include both headers).
+ */
+typedef struct AnyFFIPyMethodDef {
+  const char *ml_name;
+  const void *ml_meth;
+  int ml_flags;
+  const char *ml_doc;
+} AnyFFIPyMethodDef;
+
+/**
+ * A `PyObject*`.
+ */
+typedef void *AnyFFIPyObjectPtr;
+
+/**
+ * What the package passes to [`AnyFFIPyInstall`]: CPython functions (addresses), then objects
+ * (borrowed; the package keeps them alive for good). `size` is `sizeof` this struct, for a check
+ * that both sides agree on the layout. Only `ndarray_type` may be NULL (no numpy).
+ */
+typedef struct AnyFFIPyApi {
+  size_t size;
+  const void *Py_IncRef;
+  const void *Py_DecRef;
+  const void *PyObject_GetAttr;
+  const void *PyObject_VectorcallDict;
+  const void *PyObject_VectorcallMethod;
+  const void *PyLong_AsLongLongAndOverflow;
+  const void *PyLong_AsUnsignedLongLong;
+  const void *PyLong_FromLongLong;
+  const void *PyLong_FromUnsignedLongLong;
+  const void *PyFloat_AsDouble;
+  const void *PyFloat_FromDouble;
+  const void *PyBool_FromLong;
+  const void *PyUnicode_AsUTF8AndSize;
+  const void *PyCapsule_GetPointer;
+  const void *PyErr_Occurred;
+  const void *PyErr_ExceptionMatches;
+  const void *PyErr_Clear;
+  const void *PyErr_SetString;
+  const void *PyEval_SaveThread;
+  const void *PyEval_RestoreThread;
+  const void *PyType_IsSubtype;
+  const void *PyUnicode_DecodeUTF8;
+  const void *PyBytes_FromStringAndSize;
+  /**
+   * `None`, `True`
+   */
+  AnyFFIPyObjectPtr none;
+  AnyFFIPyObjectPtr true_;
+  /**
+   * the exact types converted inline: int, float, bool, str, numpy.ndarray (or NULL),
+   * anyffi.Device, anyffi.dtype; anyffi.Object and its subclasses
+   */
+  AnyFFIPyObjectPtr int_type;
+  AnyFFIPyObjectPtr float_type;
+  AnyFFIPyObjectPtr bool_type;
+  AnyFFIPyObjectPtr str_type;
+  AnyFFIPyObjectPtr ndarray_type;
+  AnyFFIPyObjectPtr device_type;
+  AnyFFIPyObjectPtr dtype_type;
+  AnyFFIPyObjectPtr object_type;
+  /**
+   * BufferError (numpy's `__dlpack__` of a read-only array), SystemError (a panic here)
+   */
+  AnyFFIPyObjectPtr buffer_error;
+  AnyFFIPyObjectPtr system_error;
+  /**
+   * interned names: "_h" (an object's handle), "_call" (a Function's ctypes entry point),
+   * "_packed" (a Device's or dtype's packed value), "__dlpack__"
+   */
+  AnyFFIPyObjectPtr name_h;
+  AnyFFIPyObjectPtr name_call;
+  AnyFFIPyObjectPtr name_packed;
+  AnyFFIPyObjectPtr name_dlpack;
+  /**
+   * the two `_call`s of a Function: calls release the GIL (the default) or keep it
+   * (`release_gil = False`); a Function with another `_call` takes the Python path
+   */
+  AnyFFIPyObjectPtr release_gil;
+  AnyFFIPyObjectPtr keep_gil;
+  /**
+   * `slow_call(self, *args)`, `on_failed(self, rc, *args)`, `on_result(i, *capsules)`
+   */
+  AnyFFIPyObjectPtr slow_call;
+  AnyFFIPyObjectPtr on_failed;
+  AnyFFIPyObjectPtr on_result;
+} AnyFFIPyApi;
+
+/**
  * A borrowed, plain tensor description.
  */
 typedef struct DLTensor {
@@ -651,6 +740,24 @@ int TVMFFIObjectDecRef(void *obj);
  * runs on destruction. Only type index 74 is supported.
  */
 int TVMFFIObjectCreateOpaque(void *handle, int32_t type_index, void (*deleter)(void*), void **out);
+
+/**
+ * Takes the package's table (copied; its objects must stay alive for good) and returns the
+ * `PyMethodDef` of the native `Function.__call__`, or NULL when the table is not the one this
+ * library expects (another size, a NULL entry). A later call replaces the table (the earlier
+ * one is never freed: a call in flight may be reading it).
+ *
+ * # Safety
+ * `api` points at a filled table whose function addresses are those of the running CPython.
+ */
+const struct AnyFFIPyMethodDef *AnyFFIPyInstall(const struct AnyFFIPyApi *api);
+
+/**
+ * The numpy array (borrowed `PyObject*`) whose DLTensor is at `dltensor`, if a native call of
+ * this thread is passing it right now; else NULL. The package's `_arg_owner` asks here for the
+ * views its callbacks receive (the pure-Python path finds them in its own frames instead).
+ */
+void *AnyFFIPyArgOwner(const void *dltensor);
 
 /**
  * Wraps a legacy managed tensor (ownership passes on success only) as an `ffi.Tensor`.

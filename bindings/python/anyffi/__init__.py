@@ -23,6 +23,10 @@ from .module import Module, load_module
 from .object import Object, register_object
 from .tensor import Tensor, from_dlpack
 
+from . import function as _function  # noqa: E402
+
+_function._install_native_call()  # after tensor.py: it tells function.py numpy's ndarray
+
 from . import reflection  # noqa: E402  (reflected fields and methods on object classes)
 from . import ops, runtime  # noqa: E402  (they use everything above)
 

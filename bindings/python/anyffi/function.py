@@ -515,6 +515,114 @@ _CLOSED_REF = _CLOSED._hb
 
 
 # ---------------------------------------------------------------------------------------------
+# The native call (our library): Function.__call__ without a ctypes call
+# ---------------------------------------------------------------------------------------------
+
+_NATIVE_CALL = False  # whether Function.__call__ is the library's native method
+
+
+def _native_result(i: int, *caps: Any) -> Any:
+    """``on_result`` of the native call: the Python value of the owned result Any at ``_mem.Q``
+    index ``i`` (a type the library does not convert itself). The Any moves into a pooled frame
+    and its type word goes back to None, which tells the library it is taken; one not taken (an
+    exception before that: Ctrl-C) the library releases. From the frame on it is decoded as a
+    pure-Python call's result. ``caps`` are the call's numpy capsules (a ``DLTensor*`` result
+    may point into one: it becomes an owning Tensor)."""
+    try:
+        fr = _pop()
+    except IndexError:
+        fr = _new_frame()
+    Q = fr.Q
+    Q[0] = _MQ[i]
+    Q[1] = _MQ[i + 1]
+    _MQ[i] = 0  # no call since the first copy: no signal handler ran in between
+    try:
+        if caps:
+            fr.keep.extend(caps)
+        return _from_result(fr)
+    except BaseException:
+        _drop_result(fr)  # not decoded (an exception first), or already None
+        raise
+    finally:
+        if fr.keep or fr.owned:
+            fr.release()
+        _push(fr)
+
+
+def _native_failed(f: Function, rc: int, *args: Any) -> Any:
+    """``on_failed`` of the native call: the call returned ``rc`` != 0 (see _call_failed)."""
+    return _call_failed(f, args, rc)
+
+
+def _install_native_call() -> bool:
+    """Makes ``Function.__call__`` the library's native CPython method (``AnyFFIPyInstall``, see
+    ``ffi/src/capi/python.rs``): a call then costs what a builtin method call costs instead of a
+    ctypes foreign call (~250 ns). Only on our library, on CPython 3.9+ with the GIL, where every
+    object's type pointer is its second word; ``ANYFFI_NATIVE_CALL=0`` keeps the pure-Python
+    ``__call__`` (the official library always does). Whether it was installed."""
+    global _NATIVE_CALL
+    import os
+    import sys
+    import sysconfig
+
+    if _NATIVE_CALL:
+        return True  # (a second call would make the native method its own fallback)
+    install = getattr(_capi.PYLIB, "AnyFFIPyInstall", None)
+    if install is None or os.environ.get("ANYFFI_NATIVE_CALL", "1") == "0":
+        return False
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 9) or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False
+    for probe in (None, 1, 2.5, "s", b"", (), Function):
+        if _MQ[_mem.qi(id(probe)) + 1] != id(type(probe)):
+            return False
+    api = ctypes.pythonapi
+    from .device import Device
+    from .dtype import dtype
+
+    fns = (
+        "Py_IncRef", "Py_DecRef", "PyObject_GetAttr", "PyObject_VectorcallDict", "PyObject_VectorcallMethod",
+        "PyLong_AsLongLongAndOverflow", "PyLong_AsUnsignedLongLong", "PyLong_FromLongLong",
+        "PyLong_FromUnsignedLongLong", "PyFloat_AsDouble", "PyFloat_FromDouble", "PyBool_FromLong",
+        "PyUnicode_AsUTF8AndSize", "PyCapsule_GetPointer", "PyErr_Occurred", "PyErr_ExceptionMatches",
+        "PyErr_Clear", "PyErr_SetString", "PyEval_SaveThread", "PyEval_RestoreThread", "PyType_IsSubtype",
+        "PyUnicode_DecodeUTF8", "PyBytes_FromStringAndSize",
+    )
+    intern = sys.intern
+    objs = (
+        ("none", None), ("true_", True), ("int_type", int), ("float_type", float), ("bool_type", bool),
+        ("str_type", str), ("ndarray_type", _ndarray), ("device_type", Device), ("dtype_type", dtype),
+        ("object_type", Object), ("buffer_error", BufferError), ("system_error", SystemError),
+        ("name_h", intern("_h")), ("name_call", intern("_call")), ("name_packed", intern("_packed")),
+        ("name_dlpack", intern("__dlpack__")), ("release_gil", _FunctionCall),
+        ("keep_gil", _FunctionCallKeepGIL),
+        ("slow_call", Function.__call__), ("on_failed", _native_failed), ("on_result", _native_result),
+    )
+    addr = {}
+    for name in fns:
+        try:
+            addr[name] = ctypes.cast(getattr(api, name), ctypes.c_void_p).value
+        except AttributeError:  # not exported by this CPython
+            return False
+
+    class Table(ctypes.Structure):
+        _fields_ = [("size", ctypes.c_size_t)] + [(n, ctypes.c_void_p) for n in fns] + [(n, ctypes.c_void_p) for n, _ in objs]
+
+    table = Table(ctypes.sizeof(Table), *(addr[n] for n in fns), *(None if o is None and n != "none" else id(o) for n, o in objs))
+    # the library keeps borrowed pointers to these objects: one reference each, held for good
+    api.Py_IncRef(ctypes.py_object(tuple(o for _, o in objs)))
+    install.restype = ctypes.c_void_p
+    install.argtypes = [ctypes.c_void_p]
+    method_def = install(ctypes.addressof(table))
+    if not method_def:
+        return False
+    new_method = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.c_void_p)(("PyDescr_NewMethod", api))
+    Function._python_call = Function.__call__
+    Function.__call__ = new_method(Function, method_def)
+    _NATIVE_CALL = True
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
 # The global function registry
 # ---------------------------------------------------------------------------------------------
 

@@ -208,7 +208,12 @@ def _arg_owner(p: int) -> Any:
     Looked up only when a callback derives something from its argument view, in the frames of
     the running calls: a call's numpy capsules are in its ``cap`` local and its frame's ``keep``
     list (``Function.__call__``, ``conv_dlpack``), an ``__array_interface__`` exporter just before
-    its DLTensor in ``keep``. The hot path pays nothing for it."""
+    its DLTensor in ``keep``; the library's native call (function.py) keeps its numpy arrays
+    in flight itself. The hot path pays nothing for it."""
+    if _ArgOwner is not None:
+        a = _ArgOwner(p)
+        if a:
+            return ctypes.cast(a, ctypes.py_object).value  # a borrowed numpy array, alive now
     f = sys._getframe(1)
     while f is not None:
         if "fr" in f.f_code.co_varnames:
@@ -231,6 +236,12 @@ def _arg_owner(p: int) -> Any:
 
 
 _DLTensor = _capi.DLTensor
+# void* AnyFFIPyArgOwner(const void* dltensor) (our library only): the numpy array behind a
+# DLTensor* that a native call of this thread is passing right now, borrowed, or NULL
+_ArgOwner = getattr(_capi.PYLIB, "AnyFFIPyArgOwner", None)
+if _ArgOwner is not None:
+    _ArgOwner.argtypes = [ctypes.c_void_p]
+    _ArgOwner.restype = ctypes.c_void_p
 
 
 def conv_dlpack(a: Any, k: int, fr) -> None:

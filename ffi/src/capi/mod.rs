@@ -10,6 +10,7 @@ mod any;
 mod error;
 mod function;
 mod object;
+mod python;
 mod tensor;
 mod types;
 
@@ -17,6 +18,7 @@ pub use any::*;
 pub use error::*;
 pub use function::*;
 pub use object::*;
+pub use python::*;
 pub use tensor::*;
 pub use types::*;
 

@@ -1,0 +1,199 @@
+"""The library's native ``Function.__call__`` (``AnyFFIPyInstall``, our library only) against the
+pure-Python ``__call__`` it replaces: same values, same errors, same ownership.
+
+The whole suite runs once with the native call (the default) and once with
+``ANYFFI_NATIVE_CALL=0`` (``./test``); these tests compare the two paths in one process."""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import os
+import threading
+
+import pytest
+
+import anyffi
+from anyffi import _capi, function
+
+np = pytest.importorskip("numpy")
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(_capi.PYLIB, "AnyFFIPyInstall") or os.environ.get("ANYFFI_NATIVE_CALL") == "0",
+    reason="no native call: the official library, or ANYFFI_NATIVE_CALL=0",
+)
+
+
+def python_call(f, *args):
+    """``f(*args)`` through the pure-Python ``__call__``."""
+    return anyffi.Function._python_call(f, *args)
+
+
+def outcome(fn):
+    try:
+        r = fn()
+    except BaseException as e:  # noqa: BLE001
+        return ("raised", type(e), str(e))
+    if isinstance(r, anyffi.Tensor):
+        return ("tensor", r.shape, str(r.dtype), r.numpy().tolist())
+    if isinstance(r, anyffi.Object):
+        return ("object", r.type_key, repr(r))
+    return ("value", type(r), r)
+
+
+def test_installed_on_our_library():
+    assert function._NATIVE_CALL  # CPython 3.9 and newer with the GIL: every interpreter we test
+    assert type(anyffi.Function.__call__).__name__ == "method_descriptor"
+
+
+VALUES = [
+    None, True, False, 0, -1, 7, (1 << 63) - 1, -(1 << 63), 1 << 63, -(1 << 64), 10**30,
+    0.0, -2.5, float("inf"), "", "abc", "1234567", "12345678", "é" * 3, "é" * 4, "a\0b",
+    "long string " * 40, b"", b"xy", b"y" * 100, anyffi.device("cpu", 0), anyffi.dtype("bfloat16"),
+    [1, "a"], {"k": 2.5}, (1, 2),
+]
+
+
+@pytest.mark.parametrize("v", VALUES, ids=lambda v: type(v).__name__)
+def test_echo_gives_what_the_python_path_gives(t, v):
+    native = outcome(lambda: t.echo(v))
+    pure = outcome(lambda: python_call(t.echo, v))
+    assert native == pure
+    if native[0] == "value" and not isinstance(v, (list, tuple, dict)):
+        assert native[2] == v and native[1] is type(v)
+
+
+def test_unencodable_str_is_the_python_paths_error(t):
+    s = "bad \udc80 surrogate"
+    native, pure = outcome(lambda: t.echo(s)), outcome(lambda: python_call(t.echo, s))
+    assert native == pure and native[0] == "raised" and native[1] is UnicodeEncodeError
+
+
+def test_arrays_and_tensors(t):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for x in (a, a[:, ::2], a.T, np.zeros((0, 4)), a[::-1]):
+        assert outcome(lambda: t.echo(x)) == outcome(lambda: python_call(t.echo, x))
+        r = t.echo(x)  # the result is the argument's own DLTensor: an owning Tensor
+        np.testing.assert_array_equal(r.numpy(), x)
+    ro = np.arange(3.0)
+    ro.flags.writeable = False  # numpy refuses __dlpack__: the Python path takes it
+    np.testing.assert_array_equal(t.echo(ro).numpy(), ro)
+
+    class Sub(np.ndarray):
+        pass
+
+    s = np.arange(4.0).view(Sub)
+    np.testing.assert_array_equal(t.echo(s).numpy(), s)
+    objs = np.array([object()])
+    assert outcome(lambda: t.echo(objs)) == outcome(lambda: python_call(t.echo, objs))
+    ten = anyffi.from_dlpack(np.arange(3.0))
+    assert t.echo(ten).same_as(ten)
+
+
+def test_argument_counts(t):
+    for n in range(12):  # the native path converts up to 8, the Python path the rest
+        args = tuple(range(n))
+        assert t.nop(*args) is None
+        assert outcome(lambda: t.echo(*args)) == outcome(lambda: python_call(t.echo, *args))
+
+
+def test_keywords_are_refused(t):
+    with pytest.raises(TypeError, match="keyword"):
+        t.echo(x=1)
+
+
+def test_closed_and_keep_gil(t):
+    f = type(t.echo)._from_borrowed(t.echo.handle)
+    f.release_gil = False
+    assert f(41) == 41 and f("x") == "x"
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        f(1)
+
+
+def test_errors_keep_their_kind(t):
+    for kind in ("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "RuntimeError"):
+        with pytest.raises(getattr(builtins, kind), match="boom"):
+            t.raise_error(kind, "boom")
+
+    def cb(x):
+        raise KeyError(x)
+
+    with pytest.raises(KeyError):
+        t.apply(anyffi.Function(cb), 3)
+
+
+def test_a_result_python_did_not_take_is_released(t, monkeypatch):
+    # an exception (Ctrl-C) before Python takes an object result (the library releases it) or
+    # after it took it but before decoding (the frame does)
+    o = anyffi.Array([1, 2])
+    n = o.use_count
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+
+    for name in ("_pop", "_from_result"):
+        monkeypatch.setattr(function, name, interrupted)
+        for _ in range(3):
+            with pytest.raises(KeyboardInterrupt):
+                t.echo(o)
+        monkeypatch.undo()
+        assert o.use_count == n, name
+        assert t.echo(o).same_as(o)
+        assert o.use_count == n
+
+
+def test_adopted_results_are_owned_once(t):
+    o = anyffi.Array([1, 2])
+    n = o.use_count
+    rs = [t.echo(o) for _ in range(5)]
+    assert o.use_count == n + 5
+    del rs
+    gc.collect()
+    assert o.use_count == n
+
+
+def test_a_callback_view_outlives_the_call_through_its_array(t):
+    # a callback's DLTensor* argument view finds the numpy array a native call is passing
+    # (AnyFFIPyArgOwner): what it derives keeps that memory alive after the call
+    kept = []
+    f = anyffi.Function(lambda x: kept.append(x.numpy()))
+    t.apply(f, np.arange(1000, dtype=np.float64) * 2)
+    gc.collect()
+    junk = [np.full(1000, -1.0) for _ in range(50)]  # reuse freed memory, if any was freed
+    np.testing.assert_array_equal(kept[0], np.arange(1000) * 2.0)
+    del junk
+
+
+def test_threads_call_at_once(t):
+    errors = []
+
+    def work(k):
+        try:
+            a = np.full(8, float(k))
+            for i in range(2000):
+                assert t.echo(i) == i
+                assert t.echo("s%d" % k) == "s%d" % k
+                assert t.echo(a).numpy()[0] == k
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    assert not errors
+
+
+def test_a_custom_entry_point_takes_the_python_path(t):
+    f = type(t.echo)._from_borrowed(t.echo.handle)
+    seen = []
+
+    def spy(*a, real=f._call):
+        seen.append(1)
+        return real(*a)
+
+    f._call = spy
+    assert f(5) == 5 and seen == [1]
+    f.close()

@@ -1,0 +1,690 @@
+//! A native `__call__` for the Python package's `anyffi.Function` (not part of the TVM FFI ABI).
+//!
+//! A ctypes foreign call costs ~250 ns on CPython, twice what the whole call of the official
+//! (Cython) package costs. The package therefore asks this library for a CPython method in the
+//! `METH_FASTCALL` convention ([`AnyFFIPyInstall`]) and installs it as `Function.__call__` with
+//! `PyDescr_NewMethod`: calling a function then costs what calling a builtin method costs. The
+//! library links no Python: every CPython function it calls and every Python object it compares
+//! against comes from the package in an [`AnyFFIPyApi`] table (addresses out of
+//! `ctypes.pythonapi`), which must outlive the process's Python (the package keeps them for good).
+//!
+//! The native method converts the arguments it knows without the interpreter (None, bool, int
+//! within int64, float, str, `numpy.ndarray` through its own `__dlpack__()`, anyffi objects,
+//! devices and dtypes), calls the function, and returns None, int, bool and float results itself.
+//! Everything else goes back to Python: another argument type (or a numpy array that refuses
+//! DLPack) makes it call the package's pure-Python `__call__` instead (`slow_call`), a failed call
+//! goes to `on_failed(self, rc, *args)` (which raises the error or retries), and other results to
+//! `on_result(i, *capsules)`, which adopts the owned result Any at `_mem.Q` index `i` and writes
+//! its type word back to None once it has (a result Python did not adopt is released here).
+//!
+//! Python objects are read only through the table's functions, except each object's type
+//! pointer, the second word of every object (checked by the package before it installs this).
+#![allow(non_snake_case)]
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_long, c_void};
+use std::mem::size_of;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{self, null_mut};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use super::TVMFFIFunctionCall;
+use crate::abi::{
+    kTVMFFIBool, kTVMFFIBytes, kTVMFFIDLTensorPtr, kTVMFFIDataType, kTVMFFIDevice, kTVMFFIFloat,
+    kTVMFFIInt, kTVMFFINone, kTVMFFIRawStr, kTVMFFISmallBytes, kTVMFFISmallStr,
+    kTVMFFIStaticObjectBegin, kTVMFFIStr, TVMFFIAny, TVMFFIAnyValue, TVMFFIByteArray, TVMFFIObject,
+};
+use crate::any::Any;
+use crate::error::take_raised;
+
+/// A `PyObject*`.
+pub type AnyFFIPyObjectPtr = *mut c_void;
+type Py = AnyFFIPyObjectPtr;
+
+/// The size of an object header: a String's or Bytes' `TVMFFIByteArray` follows it.
+const HEADER_SIZE: usize = size_of::<TVMFFIObject>();
+
+/// Arguments converted natively; calls with more take the Python path (which has its own frames).
+const MAX_ARGS: usize = 8;
+
+/// `METH_FASTCALL`: `PyObject* f(PyObject* self, PyObject* const* args, Py_ssize_t nargs)`.
+const METH_FASTCALL: c_int = 0x80;
+/// Bit of a vectorcall's `nargsf`: `args[-1]` may be overwritten by the callee.
+const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
+
+/// What the package passes to [`AnyFFIPyInstall`]: CPython functions (addresses), then objects
+/// (borrowed; the package keeps them alive for good). `size` is `sizeof` this struct, for a check
+/// that both sides agree on the layout. Only `ndarray_type` may be NULL (no numpy).
+#[repr(C)]
+pub struct AnyFFIPyApi {
+    pub size: usize,
+    pub Py_IncRef: *const c_void,
+    pub Py_DecRef: *const c_void,
+    pub PyObject_GetAttr: *const c_void,
+    pub PyObject_VectorcallDict: *const c_void,
+    pub PyObject_VectorcallMethod: *const c_void,
+    pub PyLong_AsLongLongAndOverflow: *const c_void,
+    pub PyLong_AsUnsignedLongLong: *const c_void,
+    pub PyLong_FromLongLong: *const c_void,
+    pub PyLong_FromUnsignedLongLong: *const c_void,
+    pub PyFloat_AsDouble: *const c_void,
+    pub PyFloat_FromDouble: *const c_void,
+    pub PyBool_FromLong: *const c_void,
+    pub PyUnicode_AsUTF8AndSize: *const c_void,
+    pub PyCapsule_GetPointer: *const c_void,
+    pub PyErr_Occurred: *const c_void,
+    pub PyErr_ExceptionMatches: *const c_void,
+    pub PyErr_Clear: *const c_void,
+    pub PyErr_SetString: *const c_void,
+    pub PyEval_SaveThread: *const c_void,
+    pub PyEval_RestoreThread: *const c_void,
+    pub PyType_IsSubtype: *const c_void,
+    pub PyUnicode_DecodeUTF8: *const c_void,
+    pub PyBytes_FromStringAndSize: *const c_void,
+    /// `None`, `True`
+    pub none: AnyFFIPyObjectPtr,
+    pub true_: AnyFFIPyObjectPtr,
+    /// the exact types converted inline: int, float, bool, str, numpy.ndarray (or NULL),
+    /// anyffi.Device, anyffi.dtype; anyffi.Object and its subclasses
+    pub int_type: AnyFFIPyObjectPtr,
+    pub float_type: AnyFFIPyObjectPtr,
+    pub bool_type: AnyFFIPyObjectPtr,
+    pub str_type: AnyFFIPyObjectPtr,
+    pub ndarray_type: AnyFFIPyObjectPtr,
+    pub device_type: AnyFFIPyObjectPtr,
+    pub dtype_type: AnyFFIPyObjectPtr,
+    pub object_type: AnyFFIPyObjectPtr,
+    /// BufferError (numpy's `__dlpack__` of a read-only array), SystemError (a panic here)
+    pub buffer_error: AnyFFIPyObjectPtr,
+    pub system_error: AnyFFIPyObjectPtr,
+    /// interned names: "_h" (an object's handle), "_call" (a Function's ctypes entry point),
+    /// "_packed" (a Device's or dtype's packed value), "__dlpack__"
+    pub name_h: AnyFFIPyObjectPtr,
+    pub name_call: AnyFFIPyObjectPtr,
+    pub name_packed: AnyFFIPyObjectPtr,
+    pub name_dlpack: AnyFFIPyObjectPtr,
+    /// the two `_call`s of a Function: calls release the GIL (the default) or keep it
+    /// (`release_gil = False`); a Function with another `_call` takes the Python path
+    pub release_gil: AnyFFIPyObjectPtr,
+    pub keep_gil: AnyFFIPyObjectPtr,
+    /// `slow_call(self, *args)`, `on_failed(self, rc, *args)`, `on_result(i, *capsules)`
+    pub slow_call: AnyFFIPyObjectPtr,
+    pub on_failed: AnyFFIPyObjectPtr,
+    pub on_result: AnyFFIPyObjectPtr,
+}
+
+/// The table with typed function pointers, made once by [`AnyFFIPyInstall`] and never freed.
+struct Api {
+    incref: unsafe extern "C" fn(Py),
+    decref: unsafe extern "C" fn(Py),
+    getattr: unsafe extern "C" fn(Py, Py) -> Py,
+    vectorcall: unsafe extern "C" fn(Py, *const Py, usize, Py) -> Py,
+    vectorcall_method: unsafe extern "C" fn(Py, *const Py, usize, Py) -> Py,
+    long_as_i64: unsafe extern "C" fn(Py, *mut c_int) -> i64,
+    long_as_u64: unsafe extern "C" fn(Py) -> u64,
+    long_from_i64: unsafe extern "C" fn(i64) -> Py,
+    long_from_u64: unsafe extern "C" fn(u64) -> Py,
+    float_as_f64: unsafe extern "C" fn(Py) -> f64,
+    float_from_f64: unsafe extern "C" fn(f64) -> Py,
+    bool_from_long: unsafe extern "C" fn(c_long) -> Py,
+    unicode_as_utf8: unsafe extern "C" fn(Py, *mut isize) -> *const c_char,
+    capsule_pointer: unsafe extern "C" fn(Py, *const c_char) -> *mut c_void,
+    err_occurred: unsafe extern "C" fn() -> Py,
+    err_matches: unsafe extern "C" fn(Py) -> c_int,
+    err_clear: unsafe extern "C" fn(),
+    err_set_string: unsafe extern "C" fn(Py, *const c_char),
+    save_thread: unsafe extern "C" fn() -> *mut c_void,
+    restore_thread: unsafe extern "C" fn(*mut c_void),
+    is_subtype: unsafe extern "C" fn(Py, Py) -> c_int,
+    decode_utf8: unsafe extern "C" fn(*const c_char, isize, *const c_char) -> Py,
+    bytes_from: unsafe extern "C" fn(*const c_char, isize) -> Py,
+    o: AnyFFIPyApi,
+}
+
+static API: AtomicPtr<Api> = AtomicPtr::new(null_mut());
+
+/// CPython's `PyMethodDef` (under our own name: a C file may include both headers).
+#[repr(C)]
+pub struct AnyFFIPyMethodDef {
+    ml_name: *const c_char,
+    ml_meth: *const c_void,
+    ml_flags: c_int,
+    ml_doc: *const c_char,
+}
+
+struct SyncDef(AnyFFIPyMethodDef);
+// SAFETY: immutable after construction; CPython only reads it.
+unsafe impl Sync for SyncDef {}
+
+static CALL_DEF: SyncDef = SyncDef(AnyFFIPyMethodDef {
+    ml_name: c"__call__".as_ptr(),
+    ml_meth: function_call as *const c_void,
+    ml_flags: METH_FASTCALL,
+    // the first lines are the signature CPython reports (`inspect.signature`, `help`)
+    ml_doc: c"__call__($self, /, *args)\n--\n\nCalls the FFI function with borrowed views of the arguments; returns the owned result."
+        .as_ptr(),
+});
+
+/// Takes the package's table (copied; its objects must stay alive for good) and returns the
+/// `PyMethodDef` of the native `Function.__call__`, or NULL when the table is not the one this
+/// library expects (another size, a NULL entry). A later call replaces the table (the earlier
+/// one is never freed: a call in flight may be reading it).
+///
+/// # Safety
+/// `api` points at a filled table whose function addresses are those of the running CPython.
+#[no_mangle]
+pub unsafe extern "C" fn AnyFFIPyInstall(api: *const AnyFFIPyApi) -> *const AnyFFIPyMethodDef {
+    if api.is_null() {
+        return ptr::null();
+    }
+    // SAFETY: the caller passes a live table; `size` is read first and checked.
+    let a = unsafe { &*api };
+    if a.size != size_of::<AnyFFIPyApi>() {
+        return ptr::null();
+    }
+    // SAFETY: as above, the whole table is there.
+    let a = unsafe { ptr::read(api) };
+    let fns = [
+        a.Py_IncRef,
+        a.Py_DecRef,
+        a.PyObject_GetAttr,
+        a.PyObject_VectorcallDict,
+        a.PyObject_VectorcallMethod,
+        a.PyLong_AsLongLongAndOverflow,
+        a.PyLong_AsUnsignedLongLong,
+        a.PyLong_FromLongLong,
+        a.PyLong_FromUnsignedLongLong,
+        a.PyFloat_AsDouble,
+        a.PyFloat_FromDouble,
+        a.PyBool_FromLong,
+        a.PyUnicode_AsUTF8AndSize,
+        a.PyCapsule_GetPointer,
+        a.PyErr_Occurred,
+        a.PyErr_ExceptionMatches,
+        a.PyErr_Clear,
+        a.PyErr_SetString,
+        a.PyEval_SaveThread,
+        a.PyEval_RestoreThread,
+        a.PyType_IsSubtype,
+        a.PyUnicode_DecodeUTF8,
+        a.PyBytes_FromStringAndSize,
+    ];
+    let objs = [
+        a.none,
+        a.true_,
+        a.int_type,
+        a.float_type,
+        a.bool_type,
+        a.str_type,
+        a.device_type,
+        a.dtype_type,
+        a.object_type,
+        a.buffer_error,
+        a.system_error,
+        a.name_h,
+        a.name_call,
+        a.name_packed,
+        a.name_dlpack,
+        a.release_gil,
+        a.keep_gil,
+        a.slow_call,
+        a.on_failed,
+        a.on_result,
+    ];
+    if fns.iter().any(|p| p.is_null()) || objs.iter().any(|p| p.is_null()) {
+        return ptr::null();
+    }
+    // SAFETY: every address is a non-NULL CPython function of the stated prototype (the caller's
+    // contract).
+    let api = unsafe {
+        Api {
+            incref: fn_at(a.Py_IncRef),
+            decref: fn_at(a.Py_DecRef),
+            getattr: fn_at(a.PyObject_GetAttr),
+            vectorcall: fn_at(a.PyObject_VectorcallDict),
+            vectorcall_method: fn_at(a.PyObject_VectorcallMethod),
+            long_as_i64: fn_at(a.PyLong_AsLongLongAndOverflow),
+            long_as_u64: fn_at(a.PyLong_AsUnsignedLongLong),
+            long_from_i64: fn_at(a.PyLong_FromLongLong),
+            long_from_u64: fn_at(a.PyLong_FromUnsignedLongLong),
+            float_as_f64: fn_at(a.PyFloat_AsDouble),
+            float_from_f64: fn_at(a.PyFloat_FromDouble),
+            bool_from_long: fn_at(a.PyBool_FromLong),
+            unicode_as_utf8: fn_at(a.PyUnicode_AsUTF8AndSize),
+            capsule_pointer: fn_at(a.PyCapsule_GetPointer),
+            err_occurred: fn_at(a.PyErr_Occurred),
+            err_matches: fn_at(a.PyErr_ExceptionMatches),
+            err_clear: fn_at(a.PyErr_Clear),
+            err_set_string: fn_at(a.PyErr_SetString),
+            save_thread: fn_at(a.PyEval_SaveThread),
+            restore_thread: fn_at(a.PyEval_RestoreThread),
+            is_subtype: fn_at(a.PyType_IsSubtype),
+            decode_utf8: fn_at(a.PyUnicode_DecodeUTF8),
+            bytes_from: fn_at(a.PyBytes_FromStringAndSize),
+            o: a,
+        }
+    };
+    API.store(Box::into_raw(Box::new(api)), Ordering::Release);
+    &CALL_DEF.0
+}
+
+/// The function pointer (of type `F`) at address `p`.
+///
+/// # Safety
+/// `p` is a non-NULL function of `F`'s prototype.
+unsafe fn fn_at<F: Copy>(p: *const c_void) -> F {
+    assert_eq!(size_of::<F>(), size_of::<*const c_void>());
+    // SAFETY: same size (checked); the caller vouches for the prototype.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+thread_local! {
+    /// The numpy arrays that native calls of this thread are passing right now, with the address
+    /// of each one's DLTensor: what keeps the memory of a callback's argument view alive
+    /// ([`AnyFFIPyArgOwner`]). Calls nest (a callback calls again), so this is a stack.
+    static IN_FLIGHT: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The numpy array (borrowed `PyObject*`) whose DLTensor is at `dltensor`, if a native call of
+/// this thread is passing it right now; else NULL. The package's `_arg_owner` asks here for the
+/// views its callbacks receive (the pure-Python path finds them in its own frames instead).
+#[no_mangle]
+pub extern "C" fn AnyFFIPyArgOwner(dltensor: *const c_void) -> *mut c_void {
+    let p = dltensor as usize;
+    IN_FLIGHT
+        .try_with(|v| {
+            let v = v.borrow();
+            v.iter().rev().find(|e| e.0 == p).map(|e| e.1)
+        })
+        .ok()
+        .flatten()
+        .map_or(null_mut(), |o| o as *mut c_void)
+}
+
+/// The type of `o` (the second word of every CPython object; checked by the package).
+#[inline(always)]
+unsafe fn type_of(o: Py) -> Py {
+    // SAFETY: `o` is a live object (the caller's).
+    unsafe { *(o as *const Py).add(1) }
+}
+
+/// What converting the arguments came to.
+enum Conv {
+    /// all converted: call
+    Ready,
+    /// an argument the native path does not take: the Python path converts them all
+    Python,
+    /// a Python exception is set: return NULL
+    Raised,
+}
+
+/// The temporaries of one native call: the numpy capsules (released on drop) and this call's
+/// entries on the thread's in-flight stack (popped on drop).
+struct Temps<'a> {
+    api: &'a Api,
+    caps: [Py; MAX_ARGS],
+    ncaps: usize,
+    in_flight_base: usize,
+}
+
+impl Temps<'_> {
+    fn release(&mut self) {
+        let base = self.in_flight_base;
+        let _ = IN_FLIGHT.try_with(|v| v.borrow_mut().truncate(base));
+        for c in &self.caps[..self.ncaps] {
+            // SAFETY: each capsule is a new reference taken by this call.
+            unsafe { (self.api.decref)(*c) };
+        }
+        self.ncaps = 0;
+    }
+}
+
+impl Drop for Temps<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The native `Function.__call__` (`METH_FASTCALL`).
+unsafe extern "C" fn function_call(slf: Py, args: *const Py, nargs: isize) -> Py {
+    let api = API.load(Ordering::Acquire);
+    if api.is_null() {
+        return null_mut(); // unreachable: CPython gets this function from AnyFFIPyInstall only
+    }
+    // SAFETY: installed tables are never freed.
+    let api = unsafe { &*api };
+    // SAFETY: CPython passes `self` and `nargs` live arguments.
+    match catch_unwind(AssertUnwindSafe(|| unsafe {
+        call(api, slf, args, nargs as usize)
+    })) {
+        Ok(r) => r,
+        Err(_) => {
+            // SAFETY: the GIL is held here (every path re-takes it before unwinding could reach
+            // this frame).
+            unsafe {
+                (api.err_set_string)(
+                    api.o.system_error,
+                    c"anyffi.Function.__call__: internal error (a panic in the native call)"
+                        .as_ptr(),
+                )
+            };
+            null_mut()
+        }
+    }
+}
+
+/// `callable(first, *args)` through vectorcall.
+unsafe fn call_with(api: &Api, callable: Py, first: &[Py], args: *const Py, n: usize) -> Py {
+    let mut v: Vec<Py> = Vec::with_capacity(first.len() + n);
+    v.extend_from_slice(first);
+    for i in 0..n {
+        // SAFETY: `args` holds `n` live objects.
+        v.push(unsafe { *args.add(i) });
+    }
+    // SAFETY: a live callable and `v.len()` live arguments, no keywords.
+    unsafe { (api.vectorcall)(callable, v.as_ptr(), v.len(), null_mut()) }
+}
+
+/// An object's int attribute `name` as u64 (None: an exception is set).
+unsafe fn int_attr(api: &Api, o: Py, name: Py) -> Option<u64> {
+    // SAFETY: live object and name; the results are checked.
+    unsafe {
+        let v = (api.getattr)(o, name);
+        if v.is_null() {
+            return None;
+        }
+        let x = (api.long_as_u64)(v);
+        (api.decref)(v);
+        if x == u64::MAX && !(api.err_occurred)().is_null() {
+            return None;
+        }
+        Some(x)
+    }
+}
+
+unsafe fn call(api: &Api, slf: Py, args: *const Py, n: usize) -> Py {
+    // SAFETY: (the whole body) the GIL is held except between save_thread and restore_thread, where
+    // no Python object is touched; every object comes from CPython's arguments or the table.
+    unsafe {
+        let Some(h) = int_attr(api, slf, api.o.name_h) else {
+            return null_mut();
+        };
+        let c = (api.getattr)(slf, api.o.name_call);
+        if c.is_null() {
+            return null_mut();
+        }
+        (api.decref)(c); // still held by `self`
+        let keep_gil = c == api.o.keep_gil;
+        if h == 0 || n > MAX_ARGS || !keep_gil && c != api.o.release_gil {
+            // closed (the Python path raises the error), more arguments than we convert, or an
+            // entry point of the caller's own
+            return call_with(api, api.o.slow_call, &[slf], args, n);
+        }
+
+        let mut cells = [TVMFFIAny::NONE; MAX_ARGS];
+        let mut temps = Temps {
+            api,
+            caps: [null_mut(); MAX_ARGS],
+            ncaps: 0,
+            in_flight_base: IN_FLIGHT.try_with(|v| v.borrow().len()).unwrap_or(0),
+        };
+        match convert(api, args, n, &mut cells, &mut temps) {
+            Conv::Ready => {}
+            Conv::Python => {
+                temps.release();
+                return call_with(api, api.o.slow_call, &[slf], args, n);
+            }
+            Conv::Raised => return null_mut(),
+        }
+
+        let mut result = TVMFFIAny::NONE;
+        let at: *mut TVMFFIAny = &mut result;
+        let func = h as usize as *mut c_void;
+        let rc = if keep_gil {
+            TVMFFIFunctionCall(func, cells.as_mut_ptr(), n as i32, at)
+        } else {
+            let ts = (api.save_thread)();
+            let rc = TVMFFIFunctionCall(func, cells.as_mut_ptr(), n as i32, at);
+            (api.restore_thread)(ts);
+            rc
+        };
+        if !(api.err_occurred)().is_null() {
+            // a Python exception arrived during the call: the signal handler that
+            // TVMFFIEnvCheckSignals ran (Ctrl-C in a long native loop); its placeholder FFI
+            // error and any result are dropped, the Python exception propagates
+            drop_result(at);
+            if rc != 0 {
+                drop(take_raised());
+            }
+            return null_mut();
+        }
+        if rc != 0 {
+            drop_result(at);
+            temps.release(); // a retry with owned tensors makes its own
+            let code = (api.long_from_i64)(rc as i64);
+            if code.is_null() {
+                drop(take_raised());
+                return null_mut();
+            }
+            let r = call_with(api, api.o.on_failed, &[slf, code], args, n);
+            (api.decref)(code);
+            return r;
+        }
+        let raw = ptr::read(at);
+        match raw.type_index {
+            kTVMFFINone => {
+                (api.incref)(api.o.none);
+                api.o.none
+            }
+            kTVMFFIInt => (api.long_from_i64)(raw.value.v_int64),
+            kTVMFFIBool => (api.bool_from_long)((raw.value.v_int64 != 0) as c_long),
+            kTVMFFIFloat => (api.float_from_f64)(raw.value.v_float64),
+            kTVMFFISmallStr | kTVMFFISmallBytes => {
+                let n = raw.small_str_len.min(8) as isize;
+                let p = (*at).value.v_bytes.as_ptr() as *const c_char;
+                if raw.type_index == kTVMFFISmallStr {
+                    (api.decode_utf8)(p, n, ptr::null()) // strict, as the Python path
+                } else {
+                    (api.bytes_from)(p, n)
+                }
+            }
+            kTVMFFIStr | kTVMFFIBytes => {
+                // the byte range follows the object header (both layouts)
+                let bytes =
+                    &*((raw.value.v_obj as *const u8).add(HEADER_SIZE) as *const TVMFFIByteArray);
+                let r = if raw.type_index == kTVMFFIStr {
+                    (api.decode_utf8)(bytes.data, bytes.size as isize, ptr::null())
+                } else {
+                    (api.bytes_from)(bytes.data, bytes.size as isize)
+                };
+                drop_result(at);
+                r
+            }
+            _ => {
+                // Python adopts the owned Any where it lies (its address escapes as an int) and
+                // sets the type word to None once it has; a result it did not adopt (an
+                // exception came first) is released here
+                let index = (api.long_from_u64)((at as usize >> 3) as u64 - 1);
+                if index.is_null() {
+                    drop_result(at);
+                    return null_mut();
+                }
+                let mut v = [null_mut(); 1 + MAX_ARGS];
+                v[0] = index;
+                v[1..1 + temps.ncaps].copy_from_slice(&temps.caps[..temps.ncaps]);
+                let r = (api.vectorcall)(api.o.on_result, v.as_ptr(), 1 + temps.ncaps, null_mut());
+                (api.decref)(index);
+                drop_result(at);
+                r
+            }
+        }
+    }
+}
+
+/// Releases the owned result Any at `at` (None, or a POD, after Python adopted it).
+unsafe fn drop_result(at: *mut TVMFFIAny) {
+    // SAFETY: `at` is the call's result slot, an owned Any; read afresh (Python may have written
+    // it through the address it was given).
+    unsafe {
+        let raw = ptr::read_volatile(at);
+        ptr::write_volatile(at, TVMFFIAny::NONE);
+        drop(Any::from_raw(raw));
+    }
+}
+
+/// Writes each argument as a borrowed Any view into `cells`.
+unsafe fn convert(
+    api: &Api,
+    args: *const Py,
+    n: usize,
+    cells: &mut [TVMFFIAny; MAX_ARGS],
+    temps: &mut Temps,
+) -> Conv {
+    let o = &api.o;
+    for (i, cell) in cells.iter_mut().enumerate().take(n) {
+        // SAFETY: (the whole loop) `args` holds `n` live objects, the GIL is held, and every result
+        // of the table's functions is checked before use.
+        unsafe {
+            let a = *args.add(i);
+            let t = type_of(a);
+            if t == o.int_type {
+                let mut overflow: c_int = 0;
+                let v = (api.long_as_i64)(a, &mut overflow);
+                if overflow != 0 {
+                    return Conv::Python; // an ffi.BigInt
+                }
+                *cell = any(kTVMFFIInt, 0, TVMFFIAnyValue { v_int64: v });
+            } else if t == o.float_type {
+                let v = (api.float_as_f64)(a);
+                *cell = any(kTVMFFIFloat, 0, TVMFFIAnyValue { v_float64: v });
+            } else if a == o.none {
+                *cell = TVMFFIAny::NONE;
+            } else if t == o.bool_type {
+                let v = (a == o.true_) as i64;
+                *cell = any(kTVMFFIBool, 0, TVMFFIAnyValue { v_int64: v });
+            } else if t == o.str_type {
+                let mut len: isize = 0;
+                let p = (api.unicode_as_utf8)(a, &mut len);
+                if p.is_null() {
+                    // not encodable (lone surrogates): the Python path says so
+                    (api.err_clear)();
+                    return Conv::Python;
+                }
+                let bytes = std::slice::from_raw_parts(p as *const u8, len as usize);
+                if bytes.len() <= 7 {
+                    let mut word = [0u8; 8];
+                    word[..bytes.len()].copy_from_slice(bytes);
+                    let v = TVMFFIAnyValue {
+                        v_uint64: u64::from_le_bytes(word),
+                    };
+                    *cell = any(kTVMFFISmallStr, bytes.len() as u32, v);
+                } else if bytes.contains(&0) {
+                    return Conv::Python; // NUL inside: an ffi.String, not a C string
+                } else {
+                    // CPython keeps the UTF-8 (NUL-terminated) as long as the str lives, and
+                    // the caller holds the str for the call
+                    *cell = any(kTVMFFIRawStr, 0, TVMFFIAnyValue { v_c_str: p });
+                }
+            } else if t == o.ndarray_type && !t.is_null() {
+                let cap = (api.vectorcall_method)(
+                    o.name_dlpack,
+                    &a,
+                    1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                    null_mut(),
+                );
+                if cap.is_null() {
+                    if (api.err_matches)(o.buffer_error) != 0 {
+                        // read-only, or a dtype DLPack cannot carry: the Python path's way
+                        (api.err_clear)();
+                        return Conv::Python;
+                    }
+                    return Conv::Raised;
+                }
+                temps.caps[temps.ncaps] = cap;
+                temps.ncaps += 1;
+                // a legacy DLManagedTensor capsule; its DLTensor is the first field
+                let dl = (api.capsule_pointer)(cap, c"dltensor".as_ptr());
+                if dl.is_null() {
+                    return Conv::Raised;
+                }
+                let _ = IN_FLIGHT.try_with(|v| v.borrow_mut().push((dl as usize, a as usize)));
+                *cell = any(kTVMFFIDLTensorPtr, 0, TVMFFIAnyValue { v_ptr: dl });
+            } else if t == o.device_type || t == o.dtype_type {
+                let Some(v) = int_attr(api, a, o.name_packed) else {
+                    return Conv::Raised;
+                };
+                let ti = if t == o.device_type {
+                    kTVMFFIDevice
+                } else {
+                    kTVMFFIDataType
+                };
+                *cell = any(ti, 0, TVMFFIAnyValue { v_uint64: v });
+            } else if (api.is_subtype)(t, o.object_type) != 0 {
+                let Some(h) = int_attr(api, a, o.name_h) else {
+                    return Conv::Raised;
+                };
+                if h == 0 {
+                    return Conv::Python; // closed, or a Tensor view: the object decides
+                }
+                let obj = h as usize as *const TVMFFIObject;
+                let ti = (*obj).type_index;
+                if ti < kTVMFFIStaticObjectBegin {
+                    return Conv::Python;
+                }
+                *cell = any(
+                    ti,
+                    0,
+                    TVMFFIAnyValue {
+                        v_obj: obj as *mut TVMFFIObject,
+                    },
+                );
+            } else {
+                return Conv::Python;
+            }
+        }
+    }
+    Conv::Ready
+}
+
+#[inline(always)]
+fn any(type_index: i32, small_str_len: u32, value: TVMFFIAnyValue) -> TVMFFIAny {
+    TVMFFIAny {
+        type_index,
+        small_str_len,
+        value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_refuses_a_table_it_cannot_use() {
+        // SAFETY: NULL and tables of zeros are what the checks must refuse before any use.
+        unsafe {
+            assert!(AnyFFIPyInstall(ptr::null()).is_null());
+            let mut zeros = [0usize; size_of::<AnyFFIPyApi>() / size_of::<usize>()];
+            zeros[0] = size_of::<AnyFFIPyApi>() - 8; // another layout
+            assert!(AnyFFIPyInstall(zeros.as_ptr() as *const AnyFFIPyApi).is_null());
+            zeros[0] = size_of::<AnyFFIPyApi>(); // the right size, NULL entries
+            assert!(AnyFFIPyInstall(zeros.as_ptr() as *const AnyFFIPyApi).is_null());
+        }
+        assert!(API.load(Ordering::Acquire).is_null());
+    }
+
+    #[test]
+    fn arg_owner_knows_only_arrays_in_flight_on_this_thread() {
+        let x = 0u64;
+        let p = &x as *const u64 as *const c_void;
+        assert!(AnyFFIPyArgOwner(p).is_null());
+        IN_FLIGHT.with(|v| v.borrow_mut().push((p as usize, 0x1230)));
+        assert_eq!(AnyFFIPyArgOwner(p) as usize, 0x1230);
+        let addr = p as usize;
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(AnyFFIPyArgOwner(addr as *const c_void).is_null()));
+        });
+        IN_FLIGHT.with(|v| v.borrow_mut().clear());
+        assert!(AnyFFIPyArgOwner(p).is_null());
+    }
+}
