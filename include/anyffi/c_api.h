@@ -358,6 +358,21 @@ typedef struct AnyFFIPyApi {
   const void *PyType_IsSubtype;
   const void *PyUnicode_DecodeUTF8;
   const void *PyBytes_FromStringAndSize;
+  const void *PyGILState_Ensure;
+  const void *PyGILState_Release;
+  const void *Py_IsInitialized;
+  const void *PyErr_Fetch;
+  const void *PyErr_NormalizeException;
+  const void *PyException_SetTraceback;
+  /**
+   * `Py_IsFinalizing` (3.13+) or `_Py_IsFinalizing`
+   */
+  const void *Py_IsFinalizing;
+  /**
+   * `pthread_self()` of Python's main thread (`threading.main_thread().ident`), the thread
+   * that finalizes the interpreter
+   */
+  size_t main_thread;
   /**
    * `None`, `True`
    */
@@ -400,6 +415,15 @@ typedef struct AnyFFIPyApi {
   AnyFFIPyObjectPtr slow_call;
   AnyFFIPyObjectPtr on_failed;
   AnyFFIPyObjectPtr on_result;
+  /**
+   * callbacks ([`AnyFFIPyFunctionCreate`]): `run_callback(f, args, n, result)` (the whole
+   * callback in Python, returns 0 or -1 with the FFI error set), `callback_error(exc)` (sets
+   * the FFI error of `exc`), `write_result(value, i)` (writes `value` as the owned Any at
+   * `_mem.Q` index `i`)
+   */
+  AnyFFIPyObjectPtr run_callback;
+  AnyFFIPyObjectPtr callback_error;
+  AnyFFIPyObjectPtr write_result;
 } AnyFFIPyApi;
 
 /**
@@ -758,6 +782,23 @@ const struct AnyFFIPyMethodDef *AnyFFIPyInstall(const struct AnyFFIPyApi *api);
  * views its callbacks receive (the pure-Python path finds them in its own frames instead).
  */
 void *AnyFFIPyArgOwner(const void *dltensor);
+
+/**
+ * Creates an `ffi.Function` (new reference in `*out`) that calls the Python callable
+ * `callable` (borrowed; the function takes its own reference and drops it, with the GIL, when
+ * it dies). Needs the table of [`AnyFFIPyInstall`] and the GIL. Not part of the TVM FFI ABI.
+ *
+ * A call takes the GIL (`PyGILState_Ensure`, so any thread may call), converts None, bool,
+ * int, float and string arguments itself and calls the callable with them; a result of those
+ * types (a str as an `ffi.String`) is written here too, others by the package's
+ * `write_result`. Any other argument makes the whole call the package's (`run_callback`, which
+ * also closes the `DLTensor*` views it hands out). An exception becomes the FFI error the
+ * package makes of it (`callback_error`: its kind, message and Python traceback).
+ *
+ * # Safety
+ * `callable` is a live Python object and the caller holds the GIL.
+ */
+int AnyFFIPyFunctionCreate(void *callable, void **out);
 
 /**
  * Wraps a legacy managed tensor (ownership passes on success only) as an `ffi.Tensor`.

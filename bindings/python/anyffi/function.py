@@ -363,6 +363,9 @@ _ndarray: Any = None
 # ---------------------------------------------------------------------------------------------
 
 _CALLBACKS = _marshal.KeepAlive()  # key -> the Python callable of a function we made
+# whether Function.__call__ is the library's native method (and the library calls Python
+# callables itself): _install_native_call
+_NATIVE_CALL = False
 _from_view = _marshal.from_view
 _write_owned = _marshal.write_owned
 
@@ -394,24 +397,50 @@ def _set_raised_plain(e: BaseException) -> bool:
 _LAST_RESORT = (b"RecursionError", b"maximum recursion depth exceeded (in a Python callback)")
 
 
-def _trampoline(
-    key: int,
-    args: int,
-    n: int,
-    result: int,
-    _callbacks=_CALLBACKS,
-    _from_view=_from_view,
-    _write_owned=_write_owned,
-    _Q=_MQ,
+def _callback_error(
+    e: BaseException,
+    _set_raised_from_python=set_raised_from_python,
     _set_raised_plain=_set_raised_plain,
     _last_resort=_SetRaisedFromCStr,
     _last_args=_LAST_RESORT,
+) -> None:
+    """Sets the thread's FFI error for ``e``, raised by a Python callback; never raises."""
+    try:
+        _set_raised_from_python(e)
+    except BaseException:  # noqa: BLE001
+        # building the full error failed (no stack left, a __str__ that raises): the kind
+        # and what can be said of the message still cross, never "no error set"
+        try:
+            ok = _set_raised_plain(e)
+        except BaseException:  # noqa: BLE001 - not even a Python call fits on the stack
+            ok = False
+        if not ok:
+            # one C call, the fewest frames possible: a call chain at the recursion limit
+            # leaves no room for the Python helpers above
+            try:
+                _last_resort(*_last_args)
+            except BaseException:  # noqa: BLE001
+                pass
+
+
+def _run_callback(
+    f: Callable,
+    args: int,
+    n: int,
+    result: int,
+    _from_view=_from_view,
+    _write_owned=_write_owned,
+    _Q=_MQ,
+    _callback_error=_callback_error,
+    _last_resort=_SetRaisedFromCStr,
+    _last_args=_LAST_RESORT,
 ) -> int:
-    # The safe_call of every Python function. Globals are bound as defaults: fewer lookups per
-    # call, and the trampoline keeps working during interpreter shutdown.
+    """Calls the Python callable ``f`` of an FFI function with the ``n`` argument views at
+    address ``args``, writing its result as the owned Any at ``result``; 0, or -1 with the
+    thread's FFI error set. Never raises. Globals are bound as defaults: fewer lookups per
+    call, and callbacks keep working during interpreter shutdown."""
     a = x = None
     try:
-        f = _callbacks[key]
         if n == 0:
             r = f()
         elif n == 1:
@@ -430,21 +459,12 @@ def _trampoline(
         return 0
     except BaseException as e:  # noqa: BLE001 - everything crosses back as an FFI error
         try:
-            set_raised_from_python(e)
-        except BaseException:  # noqa: BLE001
-            # building the full error failed (no stack left, a __str__ that raises): the kind
-            # and what can be said of the message still cross, never "no error set"
+            _callback_error(e)
+        except BaseException:  # noqa: BLE001 - no stack left even for that call
             try:
-                ok = _set_raised_plain(e)
-            except BaseException:  # noqa: BLE001 - not even a Python call fits on the stack
-                ok = False
-            if not ok:
-                # one C call, the fewest frames possible: a call chain at the recursion limit
-                # leaves no room for the Python helpers above
-                try:
-                    _last_resort(*_last_args)
-                except BaseException:  # noqa: BLE001
-                    pass
+                _last_resort(*_last_args)
+            except BaseException:  # noqa: BLE001
+                pass
         return -1
     finally:
         # DLTensor* arguments are the caller's, valid only during the call: a view the callback
@@ -459,6 +479,17 @@ def _trampoline(
                     _close_arg_view(y)
 
 
+def _trampoline(key: int, args: int, n: int, result: int, _callbacks=_CALLBACKS, _run=_run_callback) -> int:
+    # The safe_call of every Python function made through ctypes (the official library; on ours
+    # the library calls Python itself, see AnyFFIPyFunctionCreate): `key` finds the callable.
+    try:
+        f = _callbacks[key]
+    except BaseException as e:  # noqa: BLE001
+        _callback_error(e)
+        return -1
+    return _run(f, args, n, result)
+
+
 # anyffi.Tensor, set by tensor.py (the trampoline closes the DLTensor* views it handed out)
 _Tensor: Any = None
 _close_arg_view: Any = None  # tensor.py: closes a callback's argument view
@@ -471,8 +502,16 @@ ctypes.pythonapi.Py_IncRef(ctypes.py_object((_SAFE_CALL, _CALLBACKS.deleter, _ma
 
 
 def make_function_handle(f: Callable) -> int:
-    """A new ``ffi.Function`` (new reference) that calls the Python callable ``f``."""
+    """A new ``ffi.Function`` (new reference) that calls the Python callable ``f``: made by the
+    library when the native call is installed (it calls ``f`` itself), else a ctypes thunk."""
+    if _NATIVE_CALL:
+        out = ctypes.c_void_p()
+        check_call(_NativePyFunctionCreate(f, ctypes.byref(out)))
+        return out.value
     return _CALLBACKS.create(f, lambda key, deleter, out: _capi.AnyFFIFunctionCreateChecked(key, _SAFE_CALL, deleter, out))
+
+
+_NativePyFunctionCreate: Any = None  # AnyFFIPyFunctionCreate, once the native call is installed
 
 
 def _conv_callable(a, k, fr):
@@ -518,8 +557,6 @@ _CLOSED_REF = _CLOSED._hb
 # The native call (our library): Function.__call__ without a ctypes call
 # ---------------------------------------------------------------------------------------------
 
-_NATIVE_CALL = False  # whether Function.__call__ is the library's native method
-
 
 def _native_result(i: int, *caps: Any) -> Any:
     """``on_result`` of the native call: the Python value of the owned result Any at ``_mem.Q``
@@ -564,6 +601,7 @@ def _install_native_call() -> bool:
     import os
     import sys
     import sysconfig
+    import threading
 
     if _NATIVE_CALL:
         return True  # (a second call would make the native method its own fallback)
@@ -575,6 +613,10 @@ def _install_native_call() -> bool:
     for probe in (None, 1, 2.5, "s", b"", (), Function):
         if _MQ[_mem.qi(id(probe)) + 1] != id(type(probe)):
             return False
+    # and a type's name (`tp_name`) is its fourth word (the library names an exception's kind
+    # from it when nothing else can be done at the recursion limit)
+    if ctypes.string_at(_MQ[_mem.qi(id(KeyboardInterrupt)) + 3]) != b"KeyboardInterrupt":
+        return False
     api = ctypes.pythonapi
     from .device import Device
     from .dtype import dtype
@@ -585,7 +627,9 @@ def _install_native_call() -> bool:
         "PyLong_FromUnsignedLongLong", "PyFloat_AsDouble", "PyFloat_FromDouble", "PyBool_FromLong",
         "PyUnicode_AsUTF8AndSize", "PyCapsule_GetPointer", "PyErr_Occurred", "PyErr_ExceptionMatches",
         "PyErr_Clear", "PyErr_SetString", "PyEval_SaveThread", "PyEval_RestoreThread", "PyType_IsSubtype",
-        "PyUnicode_DecodeUTF8", "PyBytes_FromStringAndSize",
+        "PyUnicode_DecodeUTF8", "PyBytes_FromStringAndSize", "PyGILState_Ensure", "PyGILState_Release",
+        "Py_IsInitialized", "PyErr_Fetch", "PyErr_NormalizeException", "PyException_SetTraceback",
+        "Py_IsFinalizing",
     )
     intern = sys.intern
     objs = (
@@ -596,18 +640,32 @@ def _install_native_call() -> bool:
         ("name_dlpack", intern("__dlpack__")), ("release_gil", _FunctionCall),
         ("keep_gil", _FunctionCallKeepGIL),
         ("slow_call", Function.__call__), ("on_failed", _native_failed), ("on_result", _native_result),
+        ("run_callback", _run_callback), ("callback_error", _callback_error), ("write_result", _write_owned),
     )
     addr = {}
     for name in fns:
-        try:
-            addr[name] = ctypes.cast(getattr(api, name), ctypes.c_void_p).value
-        except AttributeError:  # not exported by this CPython
+        f = getattr(api, name, None)
+        if f is None and name == "Py_IsFinalizing":
+            f = getattr(api, "_Py_IsFinalizing", None)  # its name before 3.13
+        if f is None:  # not exported by this CPython
             return False
+        addr[name] = ctypes.cast(f, ctypes.c_void_p).value
 
     class Table(ctypes.Structure):
-        _fields_ = [("size", ctypes.c_size_t)] + [(n, ctypes.c_void_p) for n in fns] + [(n, ctypes.c_void_p) for n, _ in objs]
+        _fields_ = (
+            [("size", ctypes.c_size_t)]
+            + [(n, ctypes.c_void_p) for n in fns]
+            + [("main_thread", ctypes.c_size_t)]
+            + [(n, ctypes.c_void_p) for n, _ in objs]
+        )
 
-    table = Table(ctypes.sizeof(Table), *(addr[n] for n in fns), *(None if o is None and n != "none" else id(o) for n, o in objs))
+    main = threading.main_thread().ident  # pthread_self() of the thread that finalizes
+    table = Table(
+        ctypes.sizeof(Table),
+        *(addr[n] for n in fns),
+        main,
+        *(None if o is None and n != "none" else id(o) for n, o in objs),
+    )
     # the library keeps borrowed pointers to these objects: one reference each, held for good
     api.Py_IncRef(ctypes.py_object(tuple(o for _, o in objs)))
     install.restype = ctypes.c_void_p
@@ -615,6 +673,11 @@ def _install_native_call() -> bool:
     method_def = install(ctypes.addressof(table))
     if not method_def:
         return False
+    global _NativePyFunctionCreate
+    create = _capi.PYLIB.AnyFFIPyFunctionCreate
+    create.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_void_p)]
+    create.restype = ctypes.c_int
+    _NativePyFunctionCreate = create
     new_method = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.c_void_p)(("PyDescr_NewMethod", api))
     Function._python_call = Function.__call__
     Function.__call__ = new_method(Function, method_def)

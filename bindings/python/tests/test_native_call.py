@@ -197,3 +197,158 @@ def test_a_custom_entry_point_takes_the_python_path(t):
     f._call = spy
     assert f(5) == 5 and seen == [1]
     f.close()
+
+
+# -- callbacks: Python callables the library calls itself (AnyFFIPyFunctionCreate) -------------
+
+
+def ctypes_function(fn, monkeypatch):
+    """``fn`` as an FFI function made through the ctypes trampoline (the pure-Python path)."""
+    before = len(function._CALLBACKS)
+    monkeypatch.setattr(function, "_NATIVE_CALL", False)
+    try:
+        f = anyffi.Function(fn)
+    finally:
+        monkeypatch.undo()
+    assert len(function._CALLBACKS) == before + 1  # a trampoline key, not a native function
+    return f
+
+
+CALLBACK_VALUES = [
+    None, True, False, 0, -3, (1 << 63) - 1, 1 << 64, 2.5, float("-inf"), "", "short", "1234567",
+    "twelve chars", "é" * 5, "a\0b", b"by", b"b" * 30, anyffi.device("cpu"), anyffi.dtype("int8"),
+    [1, 2], {"a": [3]},
+]
+
+
+@pytest.mark.parametrize("v", CALLBACK_VALUES, ids=lambda v: type(v).__name__)
+def test_callback_arguments_and_results_as_the_trampoline(t, v, monkeypatch):
+    seen = {}
+
+    def ident(x):
+        seen.setdefault("arg", []).append(x)
+        return x
+
+    native = anyffi.Function(ident)
+    slow = ctypes_function(ident, monkeypatch)
+    a = outcome(lambda: t.apply(native, v))
+    b = outcome(lambda: t.apply(slow, v))
+    assert a == b
+    x, y = seen["arg"]
+    assert type(x) is type(y) and repr(x) == repr(y)
+
+
+def test_callback_results_the_library_cannot_write_itself(t, monkeypatch):
+    for r in (10**30, "bad \udc80", np.arange(3.0), object(), anyffi.Array([1])):
+        native = anyffi.Function(lambda r=r: r)
+        slow = ctypes_function(lambda r=r: r, monkeypatch)
+        assert outcome(lambda: t.apply(native)) == outcome(lambda: t.apply(slow))
+
+
+def test_callback_with_many_or_view_arguments(t):
+    f = anyffi.Function(lambda *a: sum(a))
+    assert t.apply(f, *range(10)) == 45  # more than the native path converts
+    kept = []
+    g = anyffi.Function(lambda x: kept.append(x) or float(x.numpy().sum()))
+    assert t.apply(g, np.arange(4.0)) == 6.0
+    with pytest.raises(ValueError, match="closed"):
+        kept[0].numpy()  # the DLTensor* view was the caller's, valid during the call only
+
+
+def test_callback_exceptions_keep_kind_message_and_traceback(t):
+    def inner(x):
+        raise LookupError(f"no {x}")
+
+    def outer(x):
+        return inner(x)
+
+    with pytest.raises(LookupError, match="no 7") as info:
+        t.apply(anyffi.Function(outer), 7)
+    assert "inner" in "".join(__import__("traceback").format_exception(info.type, info.value, info.tb))
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        t.apply(anyffi.Function(interrupted))
+
+
+def test_callback_releases_its_callable(t):
+    import weakref
+
+    class Callable:
+        def __call__(self, x):
+            return x + 1
+
+    c = Callable()
+    ref = weakref.ref(c)
+    before = len(function._CALLBACKS)
+    f = anyffi.Function(c)
+    assert len(function._CALLBACKS) == before  # the library holds it, not the trampoline's dict
+    assert t.apply(f, 1) == 2
+    del c
+    gc.collect()
+    assert ref() is not None  # the function holds it
+    f.close()
+    gc.collect()
+    assert ref() is None
+
+
+def test_callbacks_from_threads(t):
+    hits = []
+    f = anyffi.Function(lambda k: hits.append(k) or k * 2)
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(500):
+                assert t.apply(f, k) == 2 * k
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    assert not errors and len(hits) == 2000
+
+
+SHUTDOWN = r"""
+import sys, threading, time
+import anyffi
+apply = anyffi.get_global_func("anyffi.testing.apply")
+nop = anyffi.get_global_func("anyffi.testing.nop")
+mode = sys.argv[1]
+if mode == "global":  # a registered Python function outlives the interpreter
+    anyffi.register_global_func("test_native_call.cb", lambda x: x * 2)
+    assert anyffi.get_global_func("test_native_call.cb")(21) == 42
+elif mode == "cycle":  # a Function held by its own callable: released by the last GC
+    class C:
+        def __call__(self, x=0):
+            return x
+    c = C()
+    c.f = anyffi.Function(c)
+    assert apply(c.f, 3) == 3
+elif mode == "container":
+    keep = anyffi.Array([anyffi.Function(lambda: 1) for _ in range(10)])
+elif mode == "daemon":  # a daemon thread calling in a loop while the interpreter exits
+    def loop():
+        while True:
+            nop(1)
+    threading.Thread(target=loop, daemon=True).start()
+    time.sleep(0.1)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["global", "cycle", "container", "daemon"])
+def test_interpreter_exit_with_native_functions_alive(mode, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit.py"
+    script.write_text(SHUTDOWN)
+    r = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(anyffi.__file__))))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

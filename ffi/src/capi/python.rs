@@ -81,6 +81,17 @@ pub struct AnyFFIPyApi {
     pub PyType_IsSubtype: *const c_void,
     pub PyUnicode_DecodeUTF8: *const c_void,
     pub PyBytes_FromStringAndSize: *const c_void,
+    pub PyGILState_Ensure: *const c_void,
+    pub PyGILState_Release: *const c_void,
+    pub Py_IsInitialized: *const c_void,
+    pub PyErr_Fetch: *const c_void,
+    pub PyErr_NormalizeException: *const c_void,
+    pub PyException_SetTraceback: *const c_void,
+    /// `Py_IsFinalizing` (3.13+) or `_Py_IsFinalizing`
+    pub Py_IsFinalizing: *const c_void,
+    /// `pthread_self()` of Python's main thread (`threading.main_thread().ident`), the thread
+    /// that finalizes the interpreter
+    pub main_thread: usize,
     /// `None`, `True`
     pub none: AnyFFIPyObjectPtr,
     pub true_: AnyFFIPyObjectPtr,
@@ -111,6 +122,13 @@ pub struct AnyFFIPyApi {
     pub slow_call: AnyFFIPyObjectPtr,
     pub on_failed: AnyFFIPyObjectPtr,
     pub on_result: AnyFFIPyObjectPtr,
+    /// callbacks ([`AnyFFIPyFunctionCreate`]): `run_callback(f, args, n, result)` (the whole
+    /// callback in Python, returns 0 or -1 with the FFI error set), `callback_error(exc)` (sets
+    /// the FFI error of `exc`), `write_result(value, i)` (writes `value` as the owned Any at
+    /// `_mem.Q` index `i`)
+    pub run_callback: AnyFFIPyObjectPtr,
+    pub callback_error: AnyFFIPyObjectPtr,
+    pub write_result: AnyFFIPyObjectPtr,
 }
 
 /// The table with typed function pointers, made once by [`AnyFFIPyInstall`] and never freed.
@@ -138,6 +156,13 @@ struct Api {
     is_subtype: unsafe extern "C" fn(Py, Py) -> c_int,
     decode_utf8: unsafe extern "C" fn(*const c_char, isize, *const c_char) -> Py,
     bytes_from: unsafe extern "C" fn(*const c_char, isize) -> Py,
+    gil_ensure: unsafe extern "C" fn() -> c_int,
+    gil_release: unsafe extern "C" fn(c_int),
+    is_initialized: unsafe extern "C" fn() -> c_int,
+    err_fetch: unsafe extern "C" fn(*mut Py, *mut Py, *mut Py),
+    err_normalize: unsafe extern "C" fn(*mut Py, *mut Py, *mut Py),
+    set_traceback: unsafe extern "C" fn(Py, Py) -> c_int,
+    is_finalizing: unsafe extern "C" fn() -> c_int,
     o: AnyFFIPyApi,
 }
 
@@ -208,6 +233,13 @@ pub unsafe extern "C" fn AnyFFIPyInstall(api: *const AnyFFIPyApi) -> *const AnyF
         a.PyType_IsSubtype,
         a.PyUnicode_DecodeUTF8,
         a.PyBytes_FromStringAndSize,
+        a.PyGILState_Ensure,
+        a.PyGILState_Release,
+        a.Py_IsInitialized,
+        a.PyErr_Fetch,
+        a.PyErr_NormalizeException,
+        a.PyException_SetTraceback,
+        a.Py_IsFinalizing,
     ];
     let objs = [
         a.none,
@@ -230,6 +262,9 @@ pub unsafe extern "C" fn AnyFFIPyInstall(api: *const AnyFFIPyApi) -> *const AnyF
         a.slow_call,
         a.on_failed,
         a.on_result,
+        a.run_callback,
+        a.callback_error,
+        a.write_result,
     ];
     if fns.iter().any(|p| p.is_null()) || objs.iter().any(|p| p.is_null()) {
         return ptr::null();
@@ -261,6 +296,13 @@ pub unsafe extern "C" fn AnyFFIPyInstall(api: *const AnyFFIPyApi) -> *const AnyF
             is_subtype: fn_at(a.PyType_IsSubtype),
             decode_utf8: fn_at(a.PyUnicode_DecodeUTF8),
             bytes_from: fn_at(a.PyBytes_FromStringAndSize),
+            gil_ensure: fn_at(a.PyGILState_Ensure),
+            gil_release: fn_at(a.PyGILState_Release),
+            is_initialized: fn_at(a.Py_IsInitialized),
+            err_fetch: fn_at(a.PyErr_Fetch),
+            err_normalize: fn_at(a.PyErr_NormalizeException),
+            set_traceback: fn_at(a.PyException_SetTraceback),
+            is_finalizing: fn_at(a.Py_IsFinalizing),
             o: a,
         }
     };
@@ -299,6 +341,16 @@ pub extern "C" fn AnyFFIPyArgOwner(dltensor: *const c_void) -> *mut c_void {
         .ok()
         .flatten()
         .map_or(null_mut(), |o| o as *mut c_void)
+}
+
+/// Whether this thread must not take the GIL: the interpreter is finalizing and this is not the
+/// thread doing it. CPython 3.9-3.13 ends such a thread with `pthread_exit` when it asks for
+/// the GIL, and that forced unwinding cannot cross Rust frames (the process aborts with
+/// "exception not rethrown"; the official package aborts the same way). A thread already
+/// waiting for the GIL when finalization begins is not covered.
+fn must_not_take_gil(api: &Api) -> bool {
+    // SAFETY: callable without the GIL (it reads the runtime's finalizing state).
+    unsafe { (api.is_finalizing)() != 0 && libc::pthread_self() as usize != api.o.main_thread }
 }
 
 /// The type of `o` (the second word of every CPython object; checked by the package).
@@ -445,6 +497,12 @@ unsafe fn call(api: &Api, slf: Py, args: *const Py, n: usize) -> Py {
         } else {
             let ts = (api.save_thread)();
             let rc = TVMFFIFunctionCall(func, cells.as_mut_ptr(), n as i32, at);
+            if must_not_take_gil(api) {
+                // a daemon thread at exit: wait for the process to end (as Python 3.14 does)
+                loop {
+                    std::thread::park();
+                }
+            }
             (api.restore_thread)(ts);
             rc
         };
@@ -652,6 +710,321 @@ fn any(type_index: i32, small_str_len: u32, value: TVMFFIAnyValue) -> TVMFFIAny 
         type_index,
         small_str_len,
         value,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python callables as FFI functions
+// ---------------------------------------------------------------------------------------------
+
+/// Creates an `ffi.Function` (new reference in `*out`) that calls the Python callable
+/// `callable` (borrowed; the function takes its own reference and drops it, with the GIL, when
+/// it dies). Needs the table of [`AnyFFIPyInstall`] and the GIL. Not part of the TVM FFI ABI.
+///
+/// A call takes the GIL (`PyGILState_Ensure`, so any thread may call), converts None, bool,
+/// int, float and string arguments itself and calls the callable with them; a result of those
+/// types (a str as an `ffi.String`) is written here too, others by the package's
+/// `write_result`. Any other argument makes the whole call the package's (`run_callback`, which
+/// also closes the `DLTensor*` views it hands out). An exception becomes the FFI error the
+/// package makes of it (`callback_error`: its kind, message and Python traceback).
+///
+/// # Safety
+/// `callable` is a live Python object and the caller holds the GIL.
+#[no_mangle]
+pub unsafe extern "C" fn AnyFFIPyFunctionCreate(
+    callable: *mut c_void,
+    out: *mut *mut c_void,
+) -> c_int {
+    super::guard(|| {
+        let out = super::non_null(out, "AnyFFIPyFunctionCreate", "out")? as *mut *mut c_void;
+        super::non_null(callable, "AnyFFIPyFunctionCreate", "callable")?;
+        let api = API.load(Ordering::Acquire);
+        if api.is_null() {
+            return Err(crate::error::Error::runtime_error(
+                "AnyFFIPyFunctionCreate: the Python table is not installed (AnyFFIPyInstall)",
+            ));
+        }
+        // SAFETY: installed tables are never freed; the caller holds the GIL.
+        let api = unsafe { &*api };
+        // SAFETY: a live object (the caller's contract); the new reference is the function's,
+        // dropped by `callback_deleter` (or below when creation fails).
+        unsafe { (api.incref)(callable) };
+        // SAFETY: the entry point and deleter take `callable` as `self_`.
+        let f = unsafe {
+            crate::function::Function::from_c(
+                callable,
+                Some(callback_entry),
+                Some(callback_deleter),
+            )
+        };
+        match f {
+            Ok(f) => {
+                // SAFETY: checked non-NULL out-parameter.
+                unsafe { *out = f.into_raw() as *mut c_void };
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: the reference taken above; the GIL is held.
+                unsafe { (api.decref)(callable) };
+                Err(e)
+            }
+        }
+    })
+}
+
+/// Drops the function's reference to its callable, with the GIL (any thread may release the
+/// last reference). Once the interpreter is finalizing (another thread's) or finalized, the
+/// reference is left alone.
+unsafe extern "C" fn callback_deleter(callable: *mut c_void) {
+    let api = API.load(Ordering::Acquire);
+    if api.is_null() {
+        return;
+    }
+    // SAFETY: installed tables are never freed; the GIL is taken before the reference is
+    // dropped, and not at all once Python is gone.
+    unsafe {
+        let api = &*api;
+        if (api.is_initialized)() == 0 {
+            return;
+        }
+        if must_not_take_gil(api) {
+            return; // the reference stays (the process is ending)
+        }
+        let g = (api.gil_ensure)();
+        (api.decref)(callable);
+        (api.gil_release)(g);
+    }
+}
+
+/// The `safe_call` of a function made by [`AnyFFIPyFunctionCreate`].
+unsafe extern "C" fn callback_entry(
+    callable: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: c_int,
+    result: *mut TVMFFIAny,
+) -> c_int {
+    let api = API.load(Ordering::Acquire);
+    if api.is_null() {
+        crate::error::set_raised(crate::error::Error::internal(
+            "anyffi Python callback: the Python table is gone",
+        ));
+        return -1;
+    }
+    // SAFETY: installed tables are never freed.
+    let api = unsafe { &*api };
+    if must_not_take_gil(api) {
+        crate::error::set_raised(crate::error::Error::runtime_error(
+            "a Python callback cannot run: the interpreter is finalizing",
+        ));
+        return -1;
+    }
+    // SAFETY: any thread may take the GIL this way; released below on every path.
+    let g = unsafe { (api.gil_ensure)() };
+    let n = num_args.max(0) as usize;
+    // SAFETY: the caller's `num_args` argument views and result slot; the GIL is held.
+    let rc = catch_unwind(AssertUnwindSafe(|| unsafe {
+        callback(api, callable, args, n, result)
+    }))
+    .unwrap_or_else(|p| {
+        crate::error::set_raised(crate::error::Error::from_panic(p));
+        -1
+    });
+    // SAFETY: the state `gil_ensure` returned.
+    unsafe { (api.gil_release)(g) };
+    rc
+}
+
+/// The Python value of a borrowed argument view the native path converts (None: another kind,
+/// for the package; Some(NULL): a Python exception is set).
+unsafe fn arg_to_py(api: &Api, v: &TVMFFIAny) -> Option<Py> {
+    // SAFETY: a valid view (the caller's); each arm reads the member its type index names.
+    unsafe {
+        Some(match v.type_index {
+            kTVMFFINone => {
+                (api.incref)(api.o.none);
+                api.o.none
+            }
+            kTVMFFIInt => (api.long_from_i64)(v.value.v_int64),
+            kTVMFFIBool => (api.bool_from_long)((v.value.v_int64 != 0) as c_long),
+            kTVMFFIFloat => (api.float_from_f64)(v.value.v_float64),
+            kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr => {
+                let b = crate::string::raw_any_bytes(v)?;
+                (api.decode_utf8)(b.as_ptr() as *const c_char, b.len() as isize, ptr::null())
+            }
+            _ => return None,
+        })
+    }
+}
+
+unsafe fn callback(
+    api: &Api,
+    f: Py,
+    args: *const TVMFFIAny,
+    n: usize,
+    result: *mut TVMFFIAny,
+) -> c_int {
+    // SAFETY: (the whole body) the GIL is held; `args` holds `n` views and `result` is the
+    // caller's slot; every object made here is released once.
+    unsafe {
+        let mut objs = [null_mut(); MAX_ARGS];
+        let mut made = 0;
+        let mut native = n <= MAX_ARGS;
+        while native && made < n {
+            match arg_to_py(api, &*args.add(made)) {
+                Some(o) if o.is_null() => {
+                    for o in &objs[..made] {
+                        (api.decref)(*o);
+                    }
+                    return report(api); // text that is not UTF-8: as the package says it
+                }
+                Some(o) => {
+                    objs[made] = o;
+                    made += 1;
+                }
+                None => native = false,
+            }
+        }
+        if !native {
+            for o in &objs[..made] {
+                (api.decref)(*o);
+            }
+            let ints = [
+                (api.long_from_u64)(args as usize as u64),
+                (api.long_from_i64)(n as i64),
+                (api.long_from_u64)(result as usize as u64),
+            ];
+            if ints.iter().any(|o| o.is_null()) {
+                for o in ints.iter().filter(|o| !o.is_null()) {
+                    (api.decref)(*o);
+                }
+                return report(api);
+            }
+            let v = [f, ints[0], ints[1], ints[2]];
+            let r = (api.vectorcall)(api.o.run_callback, v.as_ptr(), 4, null_mut());
+            for o in ints {
+                (api.decref)(o);
+            }
+            if r.is_null() {
+                return report(api);
+            }
+            let mut overflow = 0;
+            let rc = (api.long_as_i64)(r, &mut overflow);
+            (api.decref)(r);
+            return if rc == 0 { 0 } else { -1 };
+        }
+        let r = (api.vectorcall)(f, objs.as_ptr(), n, null_mut());
+        for o in &objs[..n] {
+            (api.decref)(*o);
+        }
+        if r.is_null() {
+            return report(api);
+        }
+        let rc = write_result(api, r, result);
+        (api.decref)(r);
+        rc
+    }
+}
+
+/// Writes the callback's result `r` (borrowed) as the owned Any in `*result`.
+unsafe fn write_result(api: &Api, r: Py, result: *mut TVMFFIAny) -> c_int {
+    let o = &api.o;
+    // SAFETY: (the whole body) the GIL is held, `r` is live, `result` is the caller's slot.
+    unsafe {
+        let t = type_of(r);
+        let v = if r == o.none {
+            Some(TVMFFIAny::NONE)
+        } else if t == o.int_type {
+            let mut overflow: c_int = 0;
+            let v = (api.long_as_i64)(r, &mut overflow);
+            (overflow == 0).then(|| any(kTVMFFIInt, 0, TVMFFIAnyValue { v_int64: v }))
+        } else if t == o.float_type {
+            let v = (api.float_as_f64)(r);
+            Some(any(kTVMFFIFloat, 0, TVMFFIAnyValue { v_float64: v }))
+        } else if t == o.bool_type {
+            let v = (r == o.true_) as i64;
+            Some(any(kTVMFFIBool, 0, TVMFFIAnyValue { v_int64: v }))
+        } else if t == o.str_type {
+            let mut len: isize = 0;
+            let p = (api.unicode_as_utf8)(r, &mut len);
+            if p.is_null() {
+                (api.err_clear)(); // not encodable: the package's writer says so
+                None
+            } else {
+                let b = std::slice::from_raw_parts(p as *const u8, len as usize);
+                Some(crate::string::StrObj::any_from(b))
+            }
+        } else {
+            None
+        };
+        if let Some(v) = v {
+            ptr::write(result, v);
+            return 0;
+        }
+        let at = (result as usize >> 3) as u64 - 1;
+        let index = (api.long_from_u64)(at);
+        if index.is_null() {
+            return report(api);
+        }
+        let v = [r, index];
+        let w = (api.vectorcall)(o.write_result, v.as_ptr(), 2, null_mut());
+        (api.decref)(index);
+        if w.is_null() {
+            return report(api);
+        }
+        (api.decref)(w);
+        0
+    }
+}
+
+/// Turns the Python exception being raised into the thread's FFI error (through the package's
+/// `callback_error`; when even that fails, at the recursion limit, an error of the exception
+/// class's name) and returns -1.
+unsafe fn report(api: &Api) -> c_int {
+    // SAFETY: (the whole body) the GIL is held and an exception is set; the three references
+    // fetched are released once.
+    unsafe {
+        let (mut t, mut v, mut tb) = (null_mut(), null_mut(), null_mut());
+        (api.err_fetch)(&mut t, &mut v, &mut tb);
+        if t.is_null() {
+            crate::error::set_raised(crate::error::Error::internal(
+                "a Python callback failed without an exception",
+            ));
+            return -1;
+        }
+        (api.err_normalize)(&mut t, &mut v, &mut tb);
+        let mut done = false;
+        if !v.is_null() {
+            if !tb.is_null() {
+                (api.set_traceback)(v, tb);
+            }
+            let r = (api.vectorcall)(api.o.callback_error, &v, 1, null_mut());
+            if r.is_null() {
+                (api.err_clear)();
+            } else {
+                (api.decref)(r);
+                done = true;
+            }
+        }
+        if !done {
+            // `tp_name` follows the variable-size object header of every type object
+            let name = *(t as *const *const c_char).add(3);
+            let kind = if name.is_null() {
+                "RuntimeError".to_owned()
+            } else {
+                let full = std::ffi::CStr::from_ptr(name).to_string_lossy();
+                full.rsplit('.').next().unwrap_or("RuntimeError").to_owned()
+            };
+            crate::error::set_raised(crate::error::Error::new(
+                &kind,
+                "raised in a Python callback (its message could not be formed: no stack left)",
+            ));
+        }
+        for o in [t, v, tb] {
+            if !o.is_null() {
+                (api.decref)(o);
+            }
+        }
+        -1
     }
 }
 
