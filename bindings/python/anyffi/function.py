@@ -577,8 +577,12 @@ def _native_result(i: int, *caps: Any) -> Any:
         if caps:
             fr.keep.extend(caps)
         return _from_result(fr)
-    except BaseException:
+    except BaseException as e:
         _drop_result(fr)  # not decoded (an exception first), or already None
+        if type(e) is _ArgumentError:  # a ctypes call at the recursion limit, as _call_interrupted
+            instead = _recursion_error_of(e)
+            if instead is not e:
+                raise instead from None
         raise
     finally:
         if fr.keep or fr.owned:
@@ -588,7 +592,15 @@ def _native_result(i: int, *caps: Any) -> Any:
 
 def _native_failed(f: Function, rc: int, *args: Any) -> Any:
     """``on_failed`` of the native call: the call returned ``rc`` != 0 (see _call_failed)."""
-    return _call_failed(f, args, rc)
+    try:
+        return _call_failed(f, args, rc)
+    except _ArgumentError as e:
+        # at the recursion limit ctypes wraps the RecursionError (take_raised's foreign calls):
+        # the RecursionError, as the pure-Python __call__ raises it (_call_interrupted)
+        instead = _recursion_error_of(e)
+        if instead is e:
+            raise
+        raise instead from None
 
 
 def _install_native_call() -> bool:

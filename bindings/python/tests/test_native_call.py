@@ -352,3 +352,28 @@ def test_interpreter_exit_with_native_functions_alive(mode, tmp_path):
     r = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(anyffi.__file__))))
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_a_ctypes_recursion_error_is_a_recursion_error_on_both_paths(t, monkeypatch):
+    # at the recursion limit ctypes reports the RecursionError it met converting a foreign call's
+    # arguments as ArgumentError("argument 1: RecursionError: ..."); the pure-Python __call__
+    # raises it as RecursionError (_call_interrupted), so must the native call's handlers
+    import ctypes
+
+    def at_the_limit(*a, **k):
+        raise ctypes.ArgumentError("argument 1: RecursionError: maximum recursion depth exceeded")
+
+    monkeypatch.setattr(function, "take_raised", at_the_limit)
+    for call in (lambda: t.add_one("x"), lambda: python_call(t.add_one, "x")):
+        with pytest.raises(RecursionError):
+            call()
+    monkeypatch.undo()
+    o = anyffi.Array([1])
+    n = o.use_count
+    monkeypatch.setattr(function, "_from_result", at_the_limit)
+    for call in (lambda: t.echo(o), lambda: python_call(t.echo, o)):
+        with pytest.raises(RecursionError):
+            call()
+    monkeypatch.undo()
+    assert o.use_count == n
+    function.discard_raised()
