@@ -374,6 +374,12 @@ typedef struct AnyFFIPyApi {
    */
   size_t main_thread;
   /**
+   * byte offsets in the object of the `_h` slot of `anyffi.Object` and of the `_call` slot of
+   * `anyffi.Function` (found by the package; 0: unknown, read as attributes instead)
+   */
+  size_t h_offset;
+  size_t call_offset;
+  /**
    * `None`, `True`
    */
   AnyFFIPyObjectPtr none;

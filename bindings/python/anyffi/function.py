@@ -603,6 +603,20 @@ def _native_failed(f: Function, rc: int, *args: Any) -> Any:
         raise instead from None
 
 
+def _slot_offset(cls: type, name: str) -> int:
+    """The byte offset of slot ``name`` in instances of ``cls`` (and of its subclasses, which
+    keep the base's layout), found by storing a marker in it; 0 when not found (the native call
+    then reads the attribute)."""
+    o = object.__new__(cls)
+    marker = float("-0.0")  # a new object each time, and false (Object.__del__ skips it)
+    try:
+        setattr(o, name, marker)
+        found = [off for off in range(16, cls.__basicsize__, 8) if _MQ[_mem.qi(id(o) + off)] == id(marker)]
+        return found[0] if len(found) == 1 else 0
+    finally:
+        setattr(o, name, 0)
+
+
 def _install_native_call() -> bool:
     """Makes ``Function.__call__`` the library's native CPython method (``AnyFFIPyInstall``, see
     ``ffi/src/capi/python.rs``): a call then costs what a builtin method call costs instead of a
@@ -667,7 +681,7 @@ def _install_native_call() -> bool:
         _fields_ = (
             [("size", ctypes.c_size_t)]
             + [(n, ctypes.c_void_p) for n in fns]
-            + [("main_thread", ctypes.c_size_t)]
+            + [("main_thread", ctypes.c_size_t), ("h_offset", ctypes.c_size_t), ("call_offset", ctypes.c_size_t)]
             + [(n, ctypes.c_void_p) for n, _ in objs]
         )
 
@@ -676,6 +690,8 @@ def _install_native_call() -> bool:
         ctypes.sizeof(Table),
         *(addr[n] for n in fns),
         main,
+        _slot_offset(Object, "_h"),
+        _slot_offset(Function, "_call"),
         *(None if o is None and n != "none" else id(o) for n, o in objs),
     )
     # the library keeps borrowed pointers to these objects: one reference each, held for good

@@ -377,3 +377,20 @@ def test_a_ctypes_recursion_error_is_a_recursion_error_on_both_paths(t, monkeypa
     monkeypatch.undo()
     assert o.use_count == n
     function.discard_raised()
+
+
+def test_slots_read_in_place(t):
+    # the native call reads `_h` and `_call` at their slot offsets (found once at import)
+    assert function._slot_offset(anyffi.Object, "_h") >= 16
+    assert function._slot_offset(anyffi.Function, "_call") >= 16
+
+    class Sub(type(t.echo)):  # a subclass with a __dict__ keeps the base's slots in place
+        pass
+
+    f = Sub._from_borrowed(t.echo.handle)
+    f.note = "x"
+    assert f(3) == 3 and f(f).same_as(f)
+    f.close()
+    bare = object.__new__(anyffi.Function)  # slots never set: the attribute errors of the Python path
+    assert outcome(lambda: bare(1))[:2] == outcome(lambda: python_call(bare, 1))[:2] == ("raised", AttributeError)
+    assert outcome(lambda: t.echo(bare))[:2] == outcome(lambda: python_call(t.echo, bare))[:2]

@@ -92,6 +92,10 @@ pub struct AnyFFIPyApi {
     /// `pthread_self()` of Python's main thread (`threading.main_thread().ident`), the thread
     /// that finalizes the interpreter
     pub main_thread: usize,
+    /// byte offsets in the object of the `_h` slot of `anyffi.Object` and of the `_call` slot of
+    /// `anyffi.Function` (found by the package; 0: unknown, read as attributes instead)
+    pub h_offset: usize,
+    pub call_offset: usize,
     /// `None`, `True`
     pub none: AnyFFIPyObjectPtr,
     pub true_: AnyFFIPyObjectPtr,
@@ -454,18 +458,52 @@ unsafe fn int_attr(api: &Api, o: Py, name: Py) -> Option<u64> {
     }
 }
 
+/// The value (borrowed) of the slot at byte offset `offset` of `o`, when the offset is known
+/// and the slot is set; else None (read the attribute instead).
+#[inline(always)]
+unsafe fn slot(o: Py, offset: usize) -> Option<Py> {
+    if offset == 0 {
+        return None;
+    }
+    // SAFETY: `o` is an instance of the class whose slot lies at `offset` (the caller checked).
+    let v = unsafe { *((o as *const u8).add(offset) as *const Py) };
+    (!v.is_null()).then_some(v)
+}
+
+/// The handle in `o._h` of an `anyffi.Object` `o` (None: an exception is set).
+#[inline(always)]
+unsafe fn handle_of(api: &Api, o: Py) -> Option<u64> {
+    // SAFETY: `o` is an anyffi.Object (the caller checked); the results are checked.
+    unsafe {
+        let Some(v) = slot(o, api.o.h_offset) else {
+            return int_attr(api, o, api.o.name_h);
+        };
+        let x = (api.long_as_u64)(v);
+        if x == u64::MAX && !(api.err_occurred)().is_null() {
+            return None;
+        }
+        Some(x)
+    }
+}
+
 unsafe fn call(api: &Api, slf: Py, args: *const Py, n: usize) -> Py {
     // SAFETY: (the whole body) the GIL is held except between save_thread and restore_thread, where
     // no Python object is touched; every object comes from CPython's arguments or the table.
     unsafe {
-        let Some(h) = int_attr(api, slf, api.o.name_h) else {
+        let Some(h) = handle_of(api, slf) else {
             return null_mut();
         };
-        let c = (api.getattr)(slf, api.o.name_call);
-        if c.is_null() {
-            return null_mut();
-        }
-        (api.decref)(c); // still held by `self`
+        let c = match slot(slf, api.o.call_offset) {
+            Some(c) => c,
+            None => {
+                let c = (api.getattr)(slf, api.o.name_call);
+                if c.is_null() {
+                    return null_mut();
+                }
+                (api.decref)(c); // still held by `self`
+                c
+            }
+        };
         let keep_gil = c == api.o.keep_gil;
         if h == 0 || n > MAX_ARGS || !keep_gil && c != api.o.release_gil {
             // closed (the Python path raises the error), more arguments than we convert, or an
@@ -678,7 +716,7 @@ unsafe fn convert(
                 };
                 *cell = any(ti, 0, TVMFFIAnyValue { v_uint64: v });
             } else if (api.is_subtype)(t, o.object_type) != 0 {
-                let Some(h) = int_attr(api, a, o.name_h) else {
+                let Some(h) = handle_of(api, a) else {
                     return Conv::Raised;
                 };
                 if h == 0 {
