@@ -162,8 +162,9 @@ def _cfunc(name: str, argtypes: list, restype: Any, *, keep_gil: bool = False) -
 def recursion_error_of(e: BaseException) -> BaseException:
     """At the recursion limit, ctypes reports the RecursionError raised while it converts a
     call's arguments as ``ctypes.ArgumentError("argument i: RecursionError: ...")``: that error as
-    the RecursionError it is; any other exception unchanged."""
-    if type(e) is ctypes.ArgumentError and "RecursionError" in str(e):
+    the RecursionError it is; any other exception unchanged. (Before 3.10 ctypes can fail to
+    format even the class and message there: ``"argument i: ???"``.)"""
+    if type(e) is ctypes.ArgumentError and ("RecursionError" in str(e) or str(e).endswith(": ???")):
         return RecursionError(str(e))
     return e
 

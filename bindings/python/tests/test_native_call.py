@@ -394,3 +394,26 @@ def test_slots_read_in_place(t):
     bare = object.__new__(anyffi.Function)  # slots never set: the attribute errors of the Python path
     assert outcome(lambda: bare(1))[:2] == outcome(lambda: python_call(bare, 1))[:2] == ("raised", AttributeError)
     assert outcome(lambda: t.echo(bare))[:2] == outcome(lambda: python_call(t.echo, bare))[:2]
+
+
+def test_recursion_through_callbacks_is_a_recursion_error(t):
+    # the native call's on_failed takes the error with ctypes calls, which at the recursion limit
+    # raise ctypes.ArgumentError("argument 1: RecursionError: ..."): it came out as that (the
+    # pure-Python call raises the RecursionError), and native callbacks pass it up unchanged
+    import ctypes
+
+    def rec(n):
+        return 0 if n == 0 else 1 + t.apply(f, n - 1)
+
+    f = anyffi.Function(rec)
+
+    def pad(k):
+        return rec(10_000) if k == 0 else pad(k - 1)
+
+    for k in range(40):  # the limit meets each frame of the failing call's path in turn
+        try:
+            pad(k)
+        except RecursionError:
+            pass
+        except ctypes.ArgumentError as e:  # pragma: no cover - the failure being tested
+            pytest.fail(f"ArgumentError instead of RecursionError: {e}")
