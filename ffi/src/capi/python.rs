@@ -1,24 +1,33 @@
-//! A native `__call__` for the Python package's `anyffi.Function` (not part of the TVM FFI ABI).
+//! The Python package's fast paths (not part of the TVM FFI ABI): a native `__call__` for
+//! `anyffi.Function`, and FFI functions that call Python callables themselves.
 //!
-//! A ctypes foreign call costs ~250 ns on CPython, twice what the whole call of the official
-//! (Cython) package costs. The package therefore asks this library for a CPython method in the
-//! `METH_FASTCALL` convention ([`AnyFFIPyInstall`]) and installs it as `Function.__call__` with
-//! `PyDescr_NewMethod`: calling a function then costs what calling a builtin method costs. The
-//! library links no Python: every CPython function it calls and every Python object it compares
-//! against comes from the package in an [`AnyFFIPyApi`] table (addresses out of
-//! `ctypes.pythonapi`), which must outlive the process's Python (the package keeps them for good).
+//! A ctypes foreign call costs ~250 ns on CPython, three times what the whole call of the
+//! official (Cython) package costs. The package therefore asks this library for a CPython method
+//! in the `METH_FASTCALL` convention ([`AnyFFIPyInstall`]) and installs it as
+//! `Function.__call__` with `PyDescr_NewMethod`: calling a function then costs what calling a
+//! builtin method costs. The library links no Python: every CPython function it calls and every
+//! Python object it compares against comes from the package in an [`AnyFFIPyApi`] table
+//! (addresses out of `ctypes.pythonapi`), which must outlive the process's Python (the package
+//! keeps them for good).
 //!
 //! The native method converts the arguments it knows without the interpreter (None, bool, int
 //! within int64, float, str, `numpy.ndarray` through its own `__dlpack__()`, anyffi objects,
-//! devices and dtypes), calls the function, and returns None, int, bool and float results itself.
-//! Everything else goes back to Python: another argument type (or a numpy array that refuses
-//! DLPack) makes it call the package's pure-Python `__call__` instead (`slow_call`), a failed call
-//! goes to `on_failed(self, rc, *args)` (which raises the error or retries), and other results to
-//! `on_result(i, *capsules)`, which adopts the owned result Any at `_mem.Q` index `i` and writes
-//! its type word back to None once it has (a result Python did not adopt is released here).
+//! devices and dtypes), calls the function, and returns None, int, bool, float, str and bytes
+//! results itself. Everything else goes back to Python: another argument type (or a numpy array
+//! that refuses DLPack) makes it call the package's pure-Python `__call__` instead
+//! (`slow_call`), a failed call goes to `on_failed(self, rc, *args)` (which raises the error or
+//! retries), and other results to `on_result(i, *capsules)`, which takes the owned result Any at
+//! `_mem.Q` index `i` and writes its type word back to None once it has (a result Python did not
+//! take is released here).
 //!
-//! Python objects are read only through the table's functions, except each object's type
-//! pointer, the second word of every object (checked by the package before it installs this).
+//! [`AnyFFIPyFunctionCreate`] makes the FFI function of a Python callable: its calls take the
+//! GIL, convert simple arguments and results here and call the callable directly, and hand
+//! anything else to the package (`run_callback`, `write_result`, `callback_error`).
+//!
+//! Python objects are read through the table's functions, except three layouts the package
+//! checks before it installs this: an object's type is its second word, a type's name
+//! (`tp_name`) its fourth, and the `_h`/`_call` slots of anyffi objects lie at the byte offsets
+//! in the table.
 #![allow(non_snake_case)]
 
 use std::cell::RefCell;
