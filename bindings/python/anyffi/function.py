@@ -1,15 +1,23 @@
 """``anyffi.Function``: calling FFI functions, and Python callables as FFI functions.
 
-Calling (the hot path, see ``Function.__call__``): take a frame from the pool, write each argument
-as a borrowed view (ints and floats inline, the rest through ``_marshal.CONVERTERS``), call
-``TVMFFIFunctionCall`` with pre-built ``byref`` arguments (ctypes passes them without allocating),
-decode the owned result, release the temporaries, give the frame back. The GIL is released during
-the call; frames are never shared, so threads and re-entrant callbacks are safe.
+On our library both directions are native (``_install_native_call``; the library's
+``ffi/src/capi/python.rs``): ``Function.__call__`` is a CPython method of the library's, and
+Python callables become functions the library calls itself. What it does not convert comes back
+to the pure-Python code below, which is also the whole path on the official library (and with
+``ANYFFI_NATIVE_CALL=0``).
 
-Callbacks: a Python callable becomes an ``ffi.Function`` through ``TVMFFIFunctionCreate`` with one
-shared ctypes trampoline; ``self`` is an odd key into ``_CALLBACKS``, which keeps the callable
-alive until the library runs the deleter. Callbacks run on the thread that called into the
-library. An exception in a callback becomes an ``ffi.Error`` of the same kind (``errors.py``).
+Calling in Python (``Function._python_call`` once the native call is installed): take a frame from
+the pool, write each argument as a borrowed view (ints and floats inline, the rest through
+``_marshal.CONVERTERS``), call ``TVMFFIFunctionCall`` with pre-built ``byref`` arguments (ctypes
+passes them without allocating), decode the owned result, release the temporaries, give the frame
+back. The GIL is released during the call; frames are never shared, so threads and re-entrant
+callbacks are safe.
+
+Callbacks through ctypes: a Python callable becomes an ``ffi.Function`` through
+``AnyFFIFunctionCreateChecked`` (``TVMFFIFunctionCreate`` on the official library) with one shared
+ctypes trampoline; ``self`` is an odd key into ``_CALLBACKS``, which keeps the callable alive until
+the library runs the deleter. Callbacks run on the thread that called into the library. An
+exception in a callback becomes an ``ffi.Error`` of the same kind (``errors.py``).
 """
 
 from __future__ import annotations
