@@ -430,7 +430,23 @@ typedef struct AnyFFIPyApi {
   AnyFFIPyObjectPtr run_callback;
   AnyFFIPyObjectPtr callback_error;
   AnyFFIPyObjectPtr write_result;
+  /**
+   * `object_of(h)`: the Python value of object `h`, adopting a reference the caller gives
+   */
+  AnyFFIPyObjectPtr object_of;
 } AnyFFIPyApi;
+
+/**
+ * What the refcount builtins need ([`AnyFFIPyRefcountInstall`]); `size` is `sizeof` this
+ * struct.
+ */
+typedef struct AnyFFIPyRefcountApi {
+  size_t size;
+  const void *PyLong_AsUnsignedLongLong;
+  const void *PyLong_FromLongLong;
+  const void *PyErr_Occurred;
+  AnyFFIPyObjectPtr none;
+} AnyFFIPyRefcountApi;
 
 /**
  * A borrowed, plain tensor description.
@@ -795,16 +811,31 @@ void *AnyFFIPyArgOwner(const void *dltensor);
  * it dies). Needs the table of [`AnyFFIPyInstall`] and the GIL. Not part of the TVM FFI ABI.
  *
  * A call takes the GIL (`PyGILState_Ensure`, so any thread may call), converts None, bool,
- * int, float and string arguments itself and calls the callable with them; a result of those
- * types (a str as an `ffi.String`) is written here too, others by the package's
- * `write_result`. Any other argument makes the whole call the package's (`run_callback`, which
- * also closes the `DLTensor*` views it hands out). An exception becomes the FFI error the
+ * int, float and string arguments itself and objects through the package's `object_of` (with a
+ * new reference each), and calls the callable with them; a result of the simple types (a str
+ * as an `ffi.String`) is written here too, others by the package's `write_result`. Any other
+ * argument (a `DLTensor*`, bytes, a device...) makes the whole call the package's
+ * (`run_callback`, which also closes the `DLTensor*` views it hands out). An exception becomes the FFI error the
  * package makes of it (`callback_error`: its kind, message and Python traceback).
  *
  * # Safety
  * `callable` is a live Python object and the caller holds the GIL.
  */
-int AnyFFIPyFunctionCreate(void *callable, void **out);
+int AnyFFIPyFunctionCreate(void *callable,
+                           void **out);
+
+/**
+ * Returns two `PyMethodDef`s (IncRef, DecRef), for builtins that call `TVMFFIObjectIncRef` /
+ * `TVMFFIObjectDecRef` on a handle given as a Python int (or None for NULL), keeping the GIL,
+ * and return the C return code: what the package's ctypes bindings of the two do, without a
+ * ctypes call (~250 ns; every Python wrapper of an object pays one when it dies). NULL when
+ * the table is not the one this library expects. The package makes them when its C bindings
+ * load, before [`AnyFFIPyInstall`].
+ *
+ * # Safety
+ * `api` points at a filled table whose function addresses are those of the running CPython.
+ */
+const struct AnyFFIPyMethodDef *AnyFFIPyRefcountInstall(const struct AnyFFIPyRefcountApi *api);
 
 /**
  * Wraps a legacy managed tensor (ownership passes on success only) as an `ffi.Tensor`.

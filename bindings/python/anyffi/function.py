@@ -675,6 +675,7 @@ def _install_native_call() -> bool:
         ("keep_gil", _FunctionCallKeepGIL),
         ("slow_call", Function.__call__), ("on_failed", _native_failed), ("on_result", _native_result),
         ("run_callback", _run_callback), ("callback_error", _callback_error), ("write_result", _write_owned),
+        ("object_of", _marshal.from_owned_object),
     )
     addr = {}
     for name in fns:

@@ -142,6 +142,8 @@ pub struct AnyFFIPyApi {
     pub run_callback: AnyFFIPyObjectPtr,
     pub callback_error: AnyFFIPyObjectPtr,
     pub write_result: AnyFFIPyObjectPtr,
+    /// `object_of(h)`: the Python value of object `h`, adopting a reference the caller gives
+    pub object_of: AnyFFIPyObjectPtr,
 }
 
 /// The table with typed function pointers, made once by [`AnyFFIPyInstall`] and never freed.
@@ -278,6 +280,7 @@ pub unsafe extern "C" fn AnyFFIPyInstall(api: *const AnyFFIPyApi) -> *const AnyF
         a.run_callback,
         a.callback_error,
         a.write_result,
+        a.object_of,
     ];
     if fns.iter().any(|p| p.is_null()) || objs.iter().any(|p| p.is_null()) {
         return ptr::null();
@@ -769,10 +772,11 @@ fn any(type_index: i32, small_str_len: u32, value: TVMFFIAnyValue) -> TVMFFIAny 
 /// it dies). Needs the table of [`AnyFFIPyInstall`] and the GIL. Not part of the TVM FFI ABI.
 ///
 /// A call takes the GIL (`PyGILState_Ensure`, so any thread may call), converts None, bool,
-/// int, float and string arguments itself and calls the callable with them; a result of those
-/// types (a str as an `ffi.String`) is written here too, others by the package's
-/// `write_result`. Any other argument makes the whole call the package's (`run_callback`, which
-/// also closes the `DLTensor*` views it hands out). An exception becomes the FFI error the
+/// int, float and string arguments itself and objects through the package's `object_of` (with a
+/// new reference each), and calls the callable with them; a result of the simple types (a str
+/// as an `ffi.String`) is written here too, others by the package's `write_result`. Any other
+/// argument (a `DLTensor*`, bytes, a device...) makes the whole call the package's
+/// (`run_callback`, which also closes the `DLTensor*` views it hands out). An exception becomes the FFI error the
 /// package makes of it (`callback_error`: its kind, message and Python traceback).
 ///
 /// # Safety
@@ -897,6 +901,20 @@ unsafe fn arg_to_py(api: &Api, v: &TVMFFIAny) -> Option<Py> {
             kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr => {
                 let b = crate::string::raw_any_bytes(v)?;
                 (api.decode_utf8)(b.as_ptr() as *const c_char, b.len() as isize, ptr::null())
+            }
+            ti if ti >= kTVMFFIStaticObjectBegin => {
+                // a new reference, given to the package's wrapper of its class (as `from_view`
+                // takes one, through a ctypes call)
+                let h = v.value.v_obj;
+                crate::object::inc_ref(h);
+                let hv = (api.long_from_u64)(h as usize as u64);
+                if hv.is_null() {
+                    crate::object::dec_ref(h);
+                    return Some(null_mut());
+                }
+                let r = (api.vectorcall)(api.o.object_of, &hv, 1, null_mut());
+                (api.decref)(hv);
+                r
             }
             _ => return None,
         })
@@ -1075,6 +1093,128 @@ unsafe fn report(api: &Api) -> c_int {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reference counts from Python
+// ---------------------------------------------------------------------------------------------
+
+/// What the refcount builtins need ([`AnyFFIPyRefcountInstall`]); `size` is `sizeof` this
+/// struct.
+#[repr(C)]
+pub struct AnyFFIPyRefcountApi {
+    pub size: usize,
+    pub PyLong_AsUnsignedLongLong: *const c_void,
+    pub PyLong_FromLongLong: *const c_void,
+    pub PyErr_Occurred: *const c_void,
+    pub none: AnyFFIPyObjectPtr,
+}
+
+struct RefcountApi {
+    long_as_u64: unsafe extern "C" fn(Py) -> u64,
+    long_from_i64: unsafe extern "C" fn(i64) -> Py,
+    err_occurred: unsafe extern "C" fn() -> Py,
+    none: Py,
+}
+
+static REFCOUNT_API: AtomicPtr<RefcountApi> = AtomicPtr::new(null_mut());
+
+/// `METH_O`: `PyObject* f(PyObject* self, PyObject* arg)`.
+const METH_O: c_int = 0x08;
+
+struct SyncDefs([AnyFFIPyMethodDef; 2]);
+// SAFETY: immutable after construction; CPython only reads it.
+unsafe impl Sync for SyncDefs {}
+
+static REFCOUNT_DEFS: SyncDefs = SyncDefs([
+    AnyFFIPyMethodDef {
+        ml_name: c"TVMFFIObjectIncRef".as_ptr(),
+        ml_meth: object_inc_ref as *const c_void,
+        ml_flags: METH_O,
+        ml_doc: c"TVMFFIObjectIncRef($module, handle, /)\n--\n\nTVMFFIObjectIncRef(handle): 0, or -1 with the FFI error set.".as_ptr(),
+    },
+    AnyFFIPyMethodDef {
+        ml_name: c"TVMFFIObjectDecRef".as_ptr(),
+        ml_meth: object_dec_ref as *const c_void,
+        ml_flags: METH_O,
+        ml_doc: c"TVMFFIObjectDecRef($module, handle, /)\n--\n\nTVMFFIObjectDecRef(handle): 0, or -1 with the FFI error set.".as_ptr(),
+    },
+]);
+
+/// Returns two `PyMethodDef`s (IncRef, DecRef), for builtins that call `TVMFFIObjectIncRef` /
+/// `TVMFFIObjectDecRef` on a handle given as a Python int (or None for NULL), keeping the GIL,
+/// and return the C return code: what the package's ctypes bindings of the two do, without a
+/// ctypes call (~250 ns; every Python wrapper of an object pays one when it dies). NULL when
+/// the table is not the one this library expects. The package makes them when its C bindings
+/// load, before [`AnyFFIPyInstall`].
+///
+/// # Safety
+/// `api` points at a filled table whose function addresses are those of the running CPython.
+#[no_mangle]
+pub unsafe extern "C" fn AnyFFIPyRefcountInstall(
+    api: *const AnyFFIPyRefcountApi,
+) -> *const AnyFFIPyMethodDef {
+    // SAFETY: the caller's table; `size` is checked before the rest is read.
+    unsafe {
+        if api.is_null() || (*api).size != size_of::<AnyFFIPyRefcountApi>() {
+            return ptr::null();
+        }
+        let a = &*api;
+        if a.PyLong_AsUnsignedLongLong.is_null()
+            || a.PyLong_FromLongLong.is_null()
+            || a.PyErr_Occurred.is_null()
+            || a.none.is_null()
+        {
+            return ptr::null();
+        }
+        let t = RefcountApi {
+            long_as_u64: fn_at(a.PyLong_AsUnsignedLongLong),
+            long_from_i64: fn_at(a.PyLong_FromLongLong),
+            err_occurred: fn_at(a.PyErr_Occurred),
+            none: a.none,
+        };
+        REFCOUNT_API.store(Box::into_raw(Box::new(t)), Ordering::Release);
+    }
+    REFCOUNT_DEFS.0.as_ptr()
+}
+
+/// The handle an int (or None) names; None: a Python exception is set.
+unsafe fn handle_arg(api: &RefcountApi, arg: Py) -> Option<*mut c_void> {
+    if arg == api.none {
+        return Some(null_mut());
+    }
+    // SAFETY: a live object (CPython's argument); the GIL is held.
+    unsafe {
+        let x = (api.long_as_u64)(arg);
+        if x == u64::MAX && !(api.err_occurred)().is_null() {
+            return None;
+        }
+        Some(x as usize as *mut c_void)
+    }
+}
+
+unsafe extern "C" fn object_inc_ref(_module: Py, arg: Py) -> Py {
+    refcount_call(arg, super::TVMFFIObjectIncRef)
+}
+
+unsafe extern "C" fn object_dec_ref(_module: Py, arg: Py) -> Py {
+    refcount_call(arg, super::TVMFFIObjectDecRef)
+}
+
+fn refcount_call(arg: Py, f: unsafe extern "C" fn(*mut c_void) -> c_int) -> Py {
+    let api = REFCOUNT_API.load(Ordering::Acquire);
+    if api.is_null() {
+        return null_mut(); // unreachable: the builtins exist only after the install
+    }
+    // SAFETY: installed tables are never freed; CPython passes a live argument and holds the
+    // GIL; the handle is the caller's (as with the C function itself).
+    unsafe {
+        let api = &*api;
+        let Some(h) = handle_arg(api, arg) else {
+            return null_mut();
+        };
+        (api.long_from_i64)(f(h) as i64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1091,6 +1231,20 @@ mod tests {
             assert!(AnyFFIPyInstall(zeros.as_ptr() as *const AnyFFIPyApi).is_null());
         }
         assert!(API.load(Ordering::Acquire).is_null());
+    }
+
+    #[test]
+    fn refcount_install_refuses_a_table_it_cannot_use() {
+        // SAFETY: NULL and tables of zeros are what the checks must refuse before any use.
+        unsafe {
+            assert!(AnyFFIPyRefcountInstall(ptr::null()).is_null());
+            let mut zeros = [0usize; size_of::<AnyFFIPyRefcountApi>() / size_of::<usize>()];
+            zeros[0] = 8;
+            assert!(AnyFFIPyRefcountInstall(zeros.as_ptr() as *const _).is_null());
+            zeros[0] = size_of::<AnyFFIPyRefcountApi>();
+            assert!(AnyFFIPyRefcountInstall(zeros.as_ptr() as *const _).is_null());
+        }
+        assert!(REFCOUNT_API.load(Ordering::Acquire).is_null());
     }
 
     #[test]
