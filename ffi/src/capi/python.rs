@@ -41,17 +41,15 @@ use super::TVMFFIFunctionCall;
 use crate::abi::{
     kTVMFFIBool, kTVMFFIBytes, kTVMFFIDLTensorPtr, kTVMFFIDataType, kTVMFFIDevice, kTVMFFIFloat,
     kTVMFFIInt, kTVMFFINone, kTVMFFIRawStr, kTVMFFISmallBytes, kTVMFFISmallStr,
-    kTVMFFIStaticObjectBegin, kTVMFFIStr, TVMFFIAny, TVMFFIAnyValue, TVMFFIByteArray, TVMFFIObject,
+    kTVMFFIStaticObjectBegin, kTVMFFIStr, TVMFFIAny, TVMFFIAnyValue, TVMFFIObject,
 };
 use crate::any::Any;
 use crate::error::take_raised;
+use crate::string::{StrObj, MAX_SMALL_LEN};
 
 /// A `PyObject*`.
 pub type AnyFFIPyObjectPtr = *mut c_void;
 type Py = AnyFFIPyObjectPtr;
-
-/// The size of an object header: a String's or Bytes' `TVMFFIByteArray` follows it.
-const HEADER_SIZE: usize = size_of::<TVMFFIObject>();
 
 /// Arguments converted natively; calls with more take the Python path (which has its own frames).
 const MAX_ARGS: usize = 8;
@@ -392,13 +390,15 @@ struct Temps<'a> {
     api: &'a Api,
     caps: [Py; MAX_ARGS],
     ncaps: usize,
-    in_flight_base: usize,
+    /// the stack's depth before this call's first array (None: it pushed none)
+    in_flight_base: Option<usize>,
 }
 
 impl Temps<'_> {
     fn release(&mut self) {
-        let base = self.in_flight_base;
-        let _ = IN_FLIGHT.try_with(|v| v.borrow_mut().truncate(base));
+        if let Some(base) = self.in_flight_base.take() {
+            let _ = IN_FLIGHT.try_with(|v| v.borrow_mut().truncate(base));
+        }
         for c in &self.caps[..self.ncaps] {
             // SAFETY: each capsule is a new reference taken by this call.
             unsafe { (self.api.decref)(*c) };
@@ -453,6 +453,22 @@ unsafe fn call_with(api: &Api, callable: Py, first: &[Py], args: *const Py, n: u
     unsafe { (api.vectorcall)(callable, v.as_ptr(), v.len(), null_mut()) }
 }
 
+/// The int `v` as u64 (None: an exception is set: not an int, or out of range).
+///
+/// # Safety
+/// `v` is live and the GIL is held; the two functions are CPython's.
+unsafe fn checked_u64(
+    long_as_u64: unsafe extern "C" fn(Py) -> u64,
+    err_occurred: unsafe extern "C" fn() -> Py,
+    v: Py,
+) -> Option<u64> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let x = long_as_u64(v);
+        (x != u64::MAX || err_occurred().is_null()).then_some(x)
+    }
+}
+
 /// An object's int attribute `name` as u64 (None: an exception is set).
 unsafe fn int_attr(api: &Api, o: Py, name: Py) -> Option<u64> {
     // SAFETY: live object and name; the results are checked.
@@ -461,12 +477,9 @@ unsafe fn int_attr(api: &Api, o: Py, name: Py) -> Option<u64> {
         if v.is_null() {
             return None;
         }
-        let x = (api.long_as_u64)(v);
+        let x = checked_u64(api.long_as_u64, api.err_occurred, v);
         (api.decref)(v);
-        if x == u64::MAX && !(api.err_occurred)().is_null() {
-            return None;
-        }
-        Some(x)
+        x
     }
 }
 
@@ -487,14 +500,10 @@ unsafe fn slot(o: Py, offset: usize) -> Option<Py> {
 unsafe fn handle_of(api: &Api, o: Py) -> Option<u64> {
     // SAFETY: `o` is an anyffi.Object (the caller checked); the results are checked.
     unsafe {
-        let Some(v) = slot(o, api.o.h_offset) else {
-            return int_attr(api, o, api.o.name_h);
-        };
-        let x = (api.long_as_u64)(v);
-        if x == u64::MAX && !(api.err_occurred)().is_null() {
-            return None;
+        match slot(o, api.o.h_offset) {
+            Some(v) => checked_u64(api.long_as_u64, api.err_occurred, v),
+            None => int_attr(api, o, api.o.name_h),
         }
-        Some(x)
     }
 }
 
@@ -528,7 +537,7 @@ unsafe fn call(api: &Api, slf: Py, args: *const Py, n: usize) -> Py {
             api,
             caps: [null_mut(); MAX_ARGS],
             ncaps: 0,
-            in_flight_base: IN_FLIGHT.try_with(|v| v.borrow().len()).unwrap_or(0),
+            in_flight_base: None,
         };
         match convert(api, args, n, &mut cells, &mut temps) {
             Conv::Ready => {}
@@ -579,33 +588,19 @@ unsafe fn call(api: &Api, slf: Py, args: *const Py, n: usize) -> Py {
             return r;
         }
         let raw = ptr::read(at);
+        if let Some(r) = scalar_to_py(api, &raw) {
+            return r;
+        }
         match raw.type_index {
-            kTVMFFINone => {
-                (api.incref)(api.o.none);
-                api.o.none
-            }
-            kTVMFFIInt => (api.long_from_i64)(raw.value.v_int64),
-            kTVMFFIBool => (api.bool_from_long)((raw.value.v_int64 != 0) as c_long),
-            kTVMFFIFloat => (api.float_from_f64)(raw.value.v_float64),
-            kTVMFFISmallStr | kTVMFFISmallBytes => {
-                let n = raw.small_str_len.min(8) as isize;
-                let p = (*at).value.v_bytes.as_ptr() as *const c_char;
-                if raw.type_index == kTVMFFISmallStr {
+            kTVMFFISmallStr | kTVMFFIStr | kTVMFFISmallBytes | kTVMFFIBytes => {
+                let b = crate::string::raw_any_bytes(&raw).unwrap_or_default();
+                let (p, n) = (b.as_ptr() as *const c_char, b.len() as isize);
+                let r = if raw.type_index == kTVMFFISmallStr || raw.type_index == kTVMFFIStr {
                     (api.decode_utf8)(p, n, ptr::null()) // strict, as the Python path
                 } else {
                     (api.bytes_from)(p, n)
-                }
-            }
-            kTVMFFIStr | kTVMFFIBytes => {
-                // the byte range follows the object header (both layouts)
-                let bytes =
-                    &*((raw.value.v_obj as *const u8).add(HEADER_SIZE) as *const TVMFFIByteArray);
-                let r = if raw.type_index == kTVMFFIStr {
-                    (api.decode_utf8)(bytes.data, bytes.size as isize, ptr::null())
-                } else {
-                    (api.bytes_from)(bytes.data, bytes.size as isize)
                 };
-                drop_result(at);
+                drop_result(at); // (after reading: a Str/Bytes object holds the bytes)
                 r
             }
             _ => {
@@ -655,42 +650,22 @@ unsafe fn convert(
         unsafe {
             let a = *args.add(i);
             let t = type_of(a);
-            if t == o.int_type {
-                let mut overflow: c_int = 0;
-                let v = (api.long_as_i64)(a, &mut overflow);
-                if overflow != 0 {
-                    return Conv::Python; // an ffi.BigInt
-                }
-                *cell = any(kTVMFFIInt, 0, TVMFFIAnyValue { v_int64: v });
-            } else if t == o.float_type {
-                let v = (api.float_as_f64)(a);
-                *cell = any(kTVMFFIFloat, 0, TVMFFIAnyValue { v_float64: v });
-            } else if a == o.none {
-                *cell = TVMFFIAny::NONE;
-            } else if t == o.bool_type {
-                let v = (a == o.true_) as i64;
-                *cell = any(kTVMFFIBool, 0, TVMFFIAnyValue { v_int64: v });
+            if let Some(v) = scalar_any(api, a, t) {
+                *cell = v;
+            } else if t == o.int_type {
+                return Conv::Python; // beyond int64: an ffi.BigInt
             } else if t == o.str_type {
-                let mut len: isize = 0;
-                let p = (api.unicode_as_utf8)(a, &mut len);
-                if p.is_null() {
-                    // not encodable (lone surrogates): the Python path says so
-                    (api.err_clear)();
-                    return Conv::Python;
-                }
-                let bytes = std::slice::from_raw_parts(p as *const u8, len as usize);
-                if bytes.len() <= 7 {
-                    let mut word = [0u8; 8];
-                    word[..bytes.len()].copy_from_slice(bytes);
-                    let v = TVMFFIAnyValue {
-                        v_uint64: u64::from_le_bytes(word),
-                    };
-                    *cell = any(kTVMFFISmallStr, bytes.len() as u32, v);
+                let Some(bytes) = utf8_of(api, a) else {
+                    return Conv::Python; // not encodable: the Python path says so
+                };
+                if bytes.len() <= MAX_SMALL_LEN {
+                    *cell = StrObj::any_from(bytes); // a SmallStr, inline
                 } else if bytes.contains(&0) {
                     return Conv::Python; // NUL inside: an ffi.String, not a C string
                 } else {
                     // CPython keeps the UTF-8 (NUL-terminated) as long as the str lives, and
                     // the caller holds the str for the call
+                    let p = bytes.as_ptr() as *const c_char;
                     *cell = any(kTVMFFIRawStr, 0, TVMFFIAnyValue { v_c_str: p });
                 }
             } else if t == o.ndarray_type && !t.is_null() {
@@ -715,7 +690,11 @@ unsafe fn convert(
                 if dl.is_null() {
                     return Conv::Raised;
                 }
-                let _ = IN_FLIGHT.try_with(|v| v.borrow_mut().push((dl as usize, a as usize)));
+                let _ = IN_FLIGHT.try_with(|v| {
+                    let mut v = v.borrow_mut();
+                    temps.in_flight_base.get_or_insert(v.len());
+                    v.push((dl as usize, a as usize));
+                });
                 *cell = any(kTVMFFIDLTensorPtr, 0, TVMFFIAnyValue { v_ptr: dl });
             } else if t == o.device_type || t == o.dtype_type {
                 let Some(v) = int_attr(api, a, o.name_packed) else {
@@ -752,6 +731,64 @@ unsafe fn convert(
         }
     }
     Conv::Ready
+}
+
+/// The Any of `a` (of type `t`) when it is None, a bool, an int within int64 or a float; None
+/// for any other value.
+#[inline(always)]
+unsafe fn scalar_any(api: &Api, a: Py, t: Py) -> Option<TVMFFIAny> {
+    let o = &api.o;
+    // SAFETY: a live object of type `t`; the GIL is held (the caller's).
+    unsafe {
+        if t == o.int_type {
+            let mut overflow: c_int = 0;
+            let v = (api.long_as_i64)(a, &mut overflow);
+            (overflow == 0).then(|| any(kTVMFFIInt, 0, TVMFFIAnyValue { v_int64: v }))
+        } else if t == o.float_type {
+            let v = (api.float_as_f64)(a);
+            Some(any(kTVMFFIFloat, 0, TVMFFIAnyValue { v_float64: v }))
+        } else if a == o.none {
+            Some(TVMFFIAny::NONE)
+        } else if t == o.bool_type {
+            let v = (a == o.true_) as i64;
+            Some(any(kTVMFFIBool, 0, TVMFFIAnyValue { v_int64: v }))
+        } else {
+            None
+        }
+    }
+}
+
+/// The UTF-8 of the str `s`: CPython's own copy, NUL-terminated and alive as long as `s`.
+/// None when it has none (lone surrogates; the error is cleared: the Python path reports it).
+unsafe fn utf8_of<'a>(api: &Api, s: Py) -> Option<&'a [u8]> {
+    // SAFETY: a live str; the GIL is held (the caller's).
+    unsafe {
+        let mut len: isize = 0;
+        let p = (api.unicode_as_utf8)(s, &mut len);
+        if p.is_null() {
+            (api.err_clear)();
+            return None;
+        }
+        Some(std::slice::from_raw_parts(p as *const u8, len as usize))
+    }
+}
+
+/// The Python value (new reference; NULL with an exception set) of a None, bool, int or float
+/// Any; None for the other kinds.
+unsafe fn scalar_to_py(api: &Api, v: &TVMFFIAny) -> Option<Py> {
+    // SAFETY: each arm reads the member its type index names; the GIL is held.
+    unsafe {
+        Some(match v.type_index {
+            kTVMFFINone => {
+                (api.incref)(api.o.none);
+                api.o.none
+            }
+            kTVMFFIInt => (api.long_from_i64)(v.value.v_int64),
+            kTVMFFIBool => (api.bool_from_long)((v.value.v_int64 != 0) as c_long),
+            kTVMFFIFloat => (api.float_from_f64)(v.value.v_float64),
+            _ => return None,
+        })
+    }
 }
 
 #[inline(always)]
@@ -890,14 +927,10 @@ unsafe extern "C" fn callback_entry(
 unsafe fn arg_to_py(api: &Api, v: &TVMFFIAny) -> Option<Py> {
     // SAFETY: a valid view (the caller's); each arm reads the member its type index names.
     unsafe {
+        if let Some(o) = scalar_to_py(api, v) {
+            return Some(o);
+        }
         Some(match v.type_index {
-            kTVMFFINone => {
-                (api.incref)(api.o.none);
-                api.o.none
-            }
-            kTVMFFIInt => (api.long_from_i64)(v.value.v_int64),
-            kTVMFFIBool => (api.bool_from_long)((v.value.v_int64 != 0) as c_long),
-            kTVMFFIFloat => (api.float_from_f64)(v.value.v_float64),
             kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr => {
                 let b = crate::string::raw_any_bytes(v)?;
                 (api.decode_utf8)(b.as_ptr() as *const c_char, b.len() as isize, ptr::null())
@@ -996,30 +1029,10 @@ unsafe fn write_result(api: &Api, r: Py, result: *mut TVMFFIAny) -> c_int {
     // SAFETY: (the whole body) the GIL is held, `r` is live, `result` is the caller's slot.
     unsafe {
         let t = type_of(r);
-        let v = if r == o.none {
-            Some(TVMFFIAny::NONE)
-        } else if t == o.int_type {
-            let mut overflow: c_int = 0;
-            let v = (api.long_as_i64)(r, &mut overflow);
-            (overflow == 0).then(|| any(kTVMFFIInt, 0, TVMFFIAnyValue { v_int64: v }))
-        } else if t == o.float_type {
-            let v = (api.float_as_f64)(r);
-            Some(any(kTVMFFIFloat, 0, TVMFFIAnyValue { v_float64: v }))
-        } else if t == o.bool_type {
-            let v = (r == o.true_) as i64;
-            Some(any(kTVMFFIBool, 0, TVMFFIAnyValue { v_int64: v }))
-        } else if t == o.str_type {
-            let mut len: isize = 0;
-            let p = (api.unicode_as_utf8)(r, &mut len);
-            if p.is_null() {
-                (api.err_clear)(); // not encodable: the package's writer says so
-                None
-            } else {
-                let b = std::slice::from_raw_parts(p as *const u8, len as usize);
-                Some(crate::string::StrObj::any_from(b))
-            }
-        } else {
-            None
+        let v = match scalar_any(api, r, t) {
+            // a str as an ffi.String (not encodable: the package's writer says so)
+            None if t == o.str_type => utf8_of(api, r).map(StrObj::any_from),
+            v => v,
         };
         if let Some(v) = v {
             ptr::write(result, v);
@@ -1183,11 +1196,7 @@ unsafe fn handle_arg(api: &RefcountApi, arg: Py) -> Option<*mut c_void> {
     }
     // SAFETY: a live object (CPython's argument); the GIL is held.
     unsafe {
-        let x = (api.long_as_u64)(arg);
-        if x == u64::MAX && !(api.err_occurred)().is_null() {
-            return None;
-        }
-        Some(x as usize as *mut c_void)
+        checked_u64(api.long_as_u64, api.err_occurred, arg).map(|x| x as usize as *mut c_void)
     }
 }
 
