@@ -186,19 +186,28 @@ def TVMFFIObjectIncRef(obj: int, /) -> int: ...
 def TVMFFIObjectDecRef(obj: int, /) -> int: ...
 
 
-def _native_refcounts() -> Optional[tuple]:
-    """On our library, CPython builtins of the library's for the two functions above (the same
-    arguments and return codes, without a ctypes call: ~250 ns less each, and every Python
-    wrapper of an object pays a DecRef when it dies); None elsewhere, or with
-    ``ANYFFI_NATIVE_CALL=0``. See ``AnyFFIPyRefcountInstall``."""
+def native_entry(name: str) -> Optional[Any]:
+    """The library's CPython entry point ``name`` (``AnyFFIPy*``, ``ffi/src/capi/python.rs``) when
+    the package may use it: our library, CPython 3.9+ with the GIL, and not
+    ``ANYFFI_NATIVE_CALL=0``; else None (the ctypes paths)."""
     import os
     import sys
     import sysconfig
 
-    install = getattr(PYLIB, "AnyFFIPyRefcountInstall", None)
-    if install is None or os.environ.get("ANYFFI_NATIVE_CALL", "1") == "0":
+    if os.environ.get("ANYFFI_NATIVE_CALL", "1") == "0":
         return None
-    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 9) or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return None
+    return getattr(PYLIB, name, None)
+
+
+def _native_refcounts() -> Optional[tuple]:
+    """On our library, CPython builtins of the library's for the two functions above (the same
+    arguments and return codes, without a ctypes call: ~250 ns less each, and every Python
+    wrapper of an object pays a DecRef when it dies); None where ``native_entry`` says no.
+    See ``AnyFFIPyRefcountInstall``."""
+    install = native_entry("AnyFFIPyRefcountInstall")
+    if install is None:
         return None
     api = ctypes.pythonapi
 

@@ -632,17 +632,13 @@ def _install_native_call() -> bool:
     object's type pointer is its second word; ``ANYFFI_NATIVE_CALL=0`` keeps the pure-Python
     ``__call__`` (the official library always does). Whether it was installed."""
     global _NATIVE_CALL
-    import os
     import sys
-    import sysconfig
     import threading
 
     if _NATIVE_CALL:
         return True  # (a second call would make the native method its own fallback)
-    install = getattr(_capi.PYLIB, "AnyFFIPyInstall", None)
-    if install is None or os.environ.get("ANYFFI_NATIVE_CALL", "1") == "0":
-        return False
-    if sys.implementation.name != "cpython" or sys.version_info < (3, 9) or sysconfig.get_config_var("Py_GIL_DISABLED"):
+    install = _capi.native_entry("AnyFFIPyInstall")
+    if install is None:
         return False
     for probe in (None, 1, 2.5, "s", b"", (), Function):
         if _MQ[_mem.qi(id(probe)) + 1] != id(type(probe)):

@@ -9,12 +9,12 @@ from __future__ import annotations
 import builtins
 import gc
 import os
-import threading
 
 import pytest
 
 import anyffi
 from anyffi import _capi, function
+from test_threads import run_threads  # noqa: E402  (the tests folder is on sys.path)
 
 np = pytest.importorskip("numpy")
 
@@ -166,24 +166,14 @@ def test_a_callback_view_outlives_the_call_through_its_array(t):
 
 
 def test_threads_call_at_once(t):
-    errors = []
-
     def work(k):
-        try:
-            a = np.full(8, float(k))
-            for i in range(2000):
-                assert t.echo(i) == i
-                assert t.echo("s%d" % k) == "s%d" % k
-                assert t.echo(a).numpy()[0] == k
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+        a = np.full(8, float(k))
+        for i in range(2000):
+            assert t.echo(i) == i
+            assert t.echo("s%d" % k) == "s%d" % k
+            assert t.echo(a).numpy()[0] == k
 
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    assert not errors
+    assert not run_threads(work, 4)
 
 
 def test_a_custom_entry_point_takes_the_python_path(t):
@@ -295,21 +285,12 @@ def test_callback_releases_its_callable(t):
 def test_callbacks_from_threads(t):
     hits = []
     f = anyffi.Function(lambda k: hits.append(k) or k * 2)
-    errors = []
 
     def work(k):
-        try:
-            for _ in range(500):
-                assert t.apply(f, k) == 2 * k
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+        for _ in range(500):
+            assert t.apply(f, k) == 2 * k
 
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    assert not errors and len(hits) == 2000
+    assert not run_threads(work, 4) and len(hits) == 2000
 
 
 SHUTDOWN = r"""

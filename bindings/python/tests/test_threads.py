@@ -13,7 +13,8 @@ N_THREADS = 8
 N_CALLS = 2000
 
 
-def run_threads(target) -> list:
+def run_threads(target, n: int = N_THREADS) -> list:
+    """Runs ``target(i)`` on ``n`` threads at once; the exceptions they raised."""
     errors: list = []
 
     def wrap(i):
@@ -22,7 +23,7 @@ def run_threads(target) -> list:
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=wrap, args=(i,)) for i in range(N_THREADS)]
+    threads = [threading.Thread(target=wrap, args=(i,)) for i in range(n)]
     for th in threads:
         th.start()
     for th in threads:
