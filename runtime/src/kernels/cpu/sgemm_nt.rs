@@ -425,7 +425,7 @@ unsafe fn packed_block(
                     if a.2 == 1 {
                         let rows = (m - q * PMR).min(PMR);
                         let src = |r: usize| a.0.offset((q * PMR + r) as isize * a.1 + k0 as isize);
-                        pack_rows_t(src, rows, PMR, kc, dst, PMR);
+                        pack_rows_t(src, rows, PMR, kc, dst, PMR, PMR as isize * a.1);
                         continue;
                     }
                     for ii in 0..PMR {
@@ -455,7 +455,7 @@ unsafe fn packed_block(
                                 let src = |r: usize| {
                                     b.0.offset((nb0 + first + r) as isize * b.2 + k0 as isize)
                                 };
-                                pack_rows_t(src, rows, 16, kc, dst.add(half * 16), PNR);
+                                pack_rows_t(src, rows, 16, kc, dst.add(half * 16), PNR, 16 * b.2);
                             }
                             continue;
                         }
@@ -543,7 +543,8 @@ fn transpose16(v: &[__m512; 16]) -> [__m512; 16] {
 }
 
 /// Packs `rows` (<= 16 valid of `width` <= 16) vectors that are contiguous in K into
-/// `dst[kk * ld + r]` for kk in 0..kc: a transposing copy, 16x16 blocks at a time.
+/// `dst[kk * ld + r]` for kk in 0..kc: a transposing copy, 16x16 blocks at a time, prefetching
+/// into L2 the same part of the rows `ahead` floats further on (the caller's next rows).
 ///
 /// # Safety
 /// `src(r)` points at `kc` readable floats for r < rows; dst has room for `kc * ld` floats.
@@ -556,6 +557,7 @@ unsafe fn pack_rows_t(
     kc: usize,
     dst: *mut f32,
     ld: usize,
+    ahead: isize,
 ) {
     let store_mask: __mmask16 = ((1u32 << width) - 1) as u16;
     let mut kb = 0;
@@ -566,6 +568,13 @@ unsafe fn pack_rows_t(
         for (r, vr) in v.iter_mut().enumerate().take(rows) {
             // SAFETY: rem floats of row r (caller).
             *vr = unsafe { _mm512_maskz_loadu_ps(lmask, src(r).add(kb)) };
+        }
+        // The same line of the rows `ahead` floats on (the next call's rows): the strided
+        // 1 KiB row pieces of a K block are too short for the hardware prefetchers, so
+        // without this the pack waited on DRAM (performance log, session 16).
+        for r in 0..rows {
+            let p = src(r).wrapping_add(kb).wrapping_offset(ahead) as *const i8;
+            _mm_prefetch::<_MM_HINT_T1>(p);
         }
         let t = transpose16(&v);
         for (kk, tk) in t.iter().enumerate().take(rem) {
@@ -594,6 +603,15 @@ unsafe fn kernel_12x32(
     read_c: bool,
 ) {
     let mut acc = [_mm512_setzero_ps(); 24];
+    // The C tile's rows (16 KiB apart at N = 4096) are fetched while the K loop runs,
+    // instead of one miss after another in the update at its end.
+    if ccs == 1 {
+        for i in 0..mr {
+            let row = c.wrapping_offset(i as isize * crs) as *const i8;
+            _mm_prefetch::<_MM_HINT_T0>(row);
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(64));
+        }
+    }
     // SAFETY: packed panels of kc steps (caller); C tile rows/cols inside C.
     unsafe {
         for kk in 0..kc {
