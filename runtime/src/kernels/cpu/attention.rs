@@ -14,7 +14,6 @@ use half::{bf16, f16};
 
 use super::simd::{is_bf16, multiversion, Elem, Scalar, Simd};
 use super::{threads, SendPtr};
-use rayon::prelude::*;
 
 /// Shapes of one call (all tensors contiguous).
 #[derive(Clone, Copy, Debug)]
@@ -1211,15 +1210,13 @@ pub unsafe fn self_attention<T: Elem>(
         // (cold decode 0.87-0.91x the time against one stealable job per chunk, performance
         // log), and a thread that runs slower takes fewer items.
         let next = AtomicUsize::new(0);
-        super::install(|| {
-            (0..t).into_par_iter().with_max_len(1).for_each(|_| {
-                with_scratch(|s, l| loop {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= total {
-                        break;
-                    }
-                    ordered(n, s, l);
-                })
+        super::par_for(t, &|_| {
+            with_scratch(|s, l| loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= total {
+                    break;
+                }
+                ordered(n, s, l);
             })
         });
     }

@@ -15,6 +15,7 @@ pub mod rope;
 pub mod sgemm_dot;
 pub mod sgemm_nt;
 pub mod simd;
+mod team;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -247,18 +248,33 @@ pub fn par_ranges(n: usize, cost: usize, min_items: usize, f: impl Fn(Range<usiz
         return;
     }
     let per = n.div_ceil(chunks);
-    // One job per chunk, each free to be stolen: rayon's default split gives each thread a
-    // fixed half, and on this VM one vCPU often runs the same work at 1.4-2x the time of the
-    // other (performance log), leaving the faster one idle for the rest.
-    install(|| {
-        (0..chunks).into_par_iter().with_max_len(1).for_each(|c| {
-            let start = c * per;
-            let end = ((c + 1) * per).min(n);
-            if start < end {
-                f(start..end);
-            }
-        })
+    par_for(chunks, &|c| {
+        let start = c * per;
+        let end = ((c + 1) * per).min(n);
+        if start < end {
+            f(start..end);
+        }
     });
+}
+
+/// Runs `f(c)` for every `c < count` on the kernels' threads (the calling thread among them)
+/// and returns when all have run. The chunks are taken one at a time from a shared counter:
+/// on this VM one vCPU often runs the same work at 1.4-2x the time of the other (performance
+/// log), and a fixed split would leave the faster one idle. Through the team (`team.rs`);
+/// when another thread's job holds it, through the rayon pool, one stealable job per chunk;
+/// inside a job (a nested loop), on the calling thread alone.
+pub fn par_for(count: usize, f: &(dyn Fn(usize) + Sync)) {
+    let t = threads();
+    if count <= 1 || t <= 1 || team::in_job() {
+        (0..count).for_each(f);
+        return;
+    }
+    if let Some(tm) = team::team(t - 1) {
+        if tm.run(count, f) {
+            return;
+        }
+    }
+    install(|| (0..count).into_par_iter().with_max_len(1).for_each(f));
 }
 
 /// A collapsed strided layout of `K` tensors of one shape: size-1 dimensions dropped and
@@ -378,11 +394,14 @@ pub(crate) unsafe fn math_for_tests(x: &[f32], e: &mut [f32], s: &mut [f32], c: 
 mod pool_tests {
     use super::*;
 
-    /// Parallel ranges run on the kernels' own pool (named workers), each worker pinned to one
-    /// CPU of the process's mask when the pool is no larger than the mask.
+    /// Parallel ranges run on the calling thread, the team's helpers, or (when another
+    /// thread's job holds the team) the kernels' own pool, whose workers are pinned to one CPU
+    /// of the process's mask each when the pool is no larger than the mask; never on rayon's
+    /// global pool.
     #[test]
-    fn ranges_run_on_the_pinned_kernel_pool() {
+    fn ranges_run_on_the_kernel_threads() {
         use std::sync::Mutex;
+        let me = std::thread::current().name().map(str::to_owned);
         let seen = Mutex::new(Vec::new());
         par_ranges(1 << 20, 1 << 10, 1, |r| {
             let name = std::thread::current().name().map(str::to_owned);
@@ -394,13 +413,12 @@ mod pool_tests {
         let pinned =
             threads() <= cpus.len() && std::env::var("ANYFFI_PIN_THREADS").as_deref() != Ok("0");
         for (_, name, mask) in &seen {
-            if threads() > 1 {
-                assert!(
-                    name.as_deref().unwrap_or("").starts_with("anyffi-cpu-"),
-                    "{name:?}"
-                );
-            }
-            if pinned && cfg!(target_os = "linux") && threads() > 1 {
+            let n = name.as_deref().unwrap_or("");
+            assert!(
+                *name == me || n.starts_with("anyffi-team-") || n.starts_with("anyffi-cpu-"),
+                "{name:?}"
+            );
+            if n.starts_with("anyffi-cpu-") && pinned && cfg!(target_os = "linux") {
                 assert_eq!(mask.len(), 1, "worker {name:?} mask {mask:?}");
             }
         }
