@@ -74,6 +74,25 @@ pub fn stream_min_bytes() -> usize {
     })
 }
 
+/// The level-1 data cache of CPU 0 in bytes (sysfs; 32 KiB when it cannot be read).
+pub(crate) fn l1d_bytes() -> usize {
+    static L1: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *L1.get_or_init(|| {
+        (0..4)
+            .find_map(|i| {
+                let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+                let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
+                let kind = std::fs::read_to_string(format!("{dir}/type")).ok()?;
+                if level.trim() != "1" || kind.trim() != "Data" {
+                    return None;
+                }
+                parse_cache_size(&std::fs::read_to_string(format!("{dir}/size")).ok()?)
+            })
+            .filter(|&b| b > 0)
+            .unwrap_or(32 * 1024)
+    })
+}
+
 /// `32768K` / `8M` / `1024` (sysfs cache sizes) in bytes.
 fn parse_cache_size(s: &str) -> Option<usize> {
     let s = s.trim();
@@ -434,5 +453,7 @@ mod stream_tests {
         assert_eq!(super::parse_cache_size("512"), Some(512));
         assert_eq!(super::parse_cache_size("x"), None);
         assert!(super::stream_min_bytes() >= super::STREAM_MIN_BYTES);
+        let l1 = super::l1d_bytes();
+        assert!((4 << 10..=4 << 20).contains(&l1), "{l1}");
     }
 }

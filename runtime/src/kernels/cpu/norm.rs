@@ -284,14 +284,17 @@ pub unsafe fn rms_norm<T: Elem, W: Elem>(
     let n = rows.rows() * n_inner;
     let nt = stream_output(n * d * std::mem::size_of::<T>());
     // f32 (or bf16 with bf16 weights) in cache, rows too long for a row of x, y and w to share
-    // L1 (32 KiB): rows in groups (`group_body`). Shorter rows keep w in L1 anyway, and
-    // grouping then only adds the second read of x from L2. f32: (512, 1024) 1.09x the time,
-    // (512, 4096) 0.90x; bf16: (512,3584) 0.86x, (512,4096) 0.92x, (256,8192) 0.86x,
-    // (512,1024) 1.06x, (512,2048) 1.0x, hence one threshold on d (performance log).
+    // a 32 KiB L1: rows in groups (`group_body`). Measured on Zen 4 (32 KiB L1): f32 (512, 1024)
+    // 1.09x the time, (512, 4096) 0.90x; bf16: (512,3584) 0.86x, (512,4096) 0.92x, (256,8192)
+    // 0.86x, (512,1024) 1.06x, (512,2048) 1.0x, hence one threshold on d. On Zen 5 (48 KiB L1)
+    // grouping lost at every size, f32 (512,3584) to (256,8192) 1.29-1.66x the time, bf16
+    // 1.07-1.46x, so only cores with an L1 of 32 KiB or less group (performance log).
+    let l1 = super::l1d_bytes();
     let grouped = !nt
         && (std::mem::size_of::<T>() == 4 && std::mem::size_of::<W>() == 4
             || is_bf16::<T>() && is_bf16::<W>())
-        && 3 * d * 4 > 32 * 1024
+        && l1 <= 32 * 1024
+        && 3 * d * 4 > l1
         && super::simd::level() >= super::simd::Level::Avx2;
     par_ranges(n, d * 2 * std::mem::size_of::<T>(), 4, |range| {
         if grouped {
@@ -362,4 +365,62 @@ named! {
     rms_norm_bf16 = bf16, bf16;
     rms_norm_f16_w32 = f16, f32;
     rms_norm_bf16_w32 = bf16, f32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `group_body` (taken only where L1 is 32 KiB or less, so not on every test machine)
+    /// gives exactly `row_body`'s results, for full and partial column blocks and groups.
+    fn grouped_equals_row_by_row<T: Elem + Copy, W: Elem + Copy>(
+        from: fn(f32) -> T,
+        wfrom: fn(f32) -> W,
+        bits: fn(T) -> u32,
+    ) {
+        for (g, d) in [(GROUP_ROWS, 4096), (3, 3000), (5, 4100), (1, 17)] {
+            let x: Vec<T> = (0..g * d)
+                .map(|i| from(((i * 7919 % 1009) as f32 - 504.0) / 97.0))
+                .collect();
+            let w: Vec<W> = (0..d)
+                .map(|i| wfrom(((i * 31 % 61) as f32 - 30.0) / 17.0))
+                .collect();
+            let mut grouped = vec![from(0.0); g * d];
+            let mut plain = vec![from(0.0); g * d];
+            let yr: Vec<*mut T> = (0..g).map(|r| grouped[r * d..].as_mut_ptr()).collect();
+            let xr: Vec<*const T> = (0..g).map(|r| x[r * d..].as_ptr()).collect();
+            let eps = 1e-6f32;
+            // SAFETY: g rows of d elements each, w of d.
+            unsafe {
+                let (y, x, w) = (yr.as_ptr(), xr.as_ptr(), w.as_ptr());
+                multiversion!(group_body, [T: Elem, W: Elem], (y: *const *mut T, x: *const *const T, g: usize, w: *const W, d: usize, eps: f32));
+            }
+            for r in 0..g {
+                let (y, xrow, wp, nt) = (
+                    plain[r * d..].as_mut_ptr(),
+                    x[r * d..].as_ptr(),
+                    w.as_ptr(),
+                    false,
+                );
+                // SAFETY: as above.
+                unsafe {
+                    multiversion!(row_body, [T: Elem, W: Elem], (y: *mut T, xrow: *const T, wp: *const W, d: usize, eps: f32, nt: bool));
+                }
+            }
+            for (i, (a, b)) in grouped.iter().zip(&plain).enumerate() {
+                assert_eq!(bits(*a), bits(*b), "g {g} d {d} element {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_rows_match_row_by_row() {
+        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+            return;
+        }
+        grouped_equals_row_by_row::<f32, f32>(|v| v, |v| v, f32::to_bits);
+        grouped_equals_row_by_row::<bf16, bf16>(bf16::from_f32, bf16::from_f32, |v| {
+            v.to_bits() as u32
+        });
+    }
 }
