@@ -7,7 +7,7 @@
 //! in seconds. Cases (built on first use, then reused):
 //! `copy:BYTES` (parallel memcpy of BYTES/2 into BYTES/2: BYTES of traffic),
 //! `linear:DT:M:K:N`, `add|swiglu|rms_norm:DT:M:N`, `rope:DT:SEQ:NH:D`,
-//! `attn:DT:L:S:H:HK:D`, `cold:CASE` (256 MiB written before each call, so operands come
+//! `attn:DT:L:S:H:HK:D`, `argmax:DT:N`, `cold:CASE` (256 MiB written before each call, so operands come
 //! from DRAM) and `nocache:CASE` (the same with the plan cache capacity 0 for
 //! the timed block). DT is f32 or bf16.
 //!
@@ -221,6 +221,16 @@ fn build(case: &str) -> Runner {
             Box::new(move || {
                 f.call(&[o.view(), q.view(), k.view(), v.view(), AnyView::from(scale)])
                     .unwrap();
+            })
+        }
+        "argmax" => {
+            let n = num(2);
+            let vals = Buf::new(&[n], dt(), rnd);
+            let idx = Buf::new(&[1], I64, |_| 0.0);
+            let val = Buf::new(&[1], dt(), |_| 0.0);
+            let f = op("ops.argmax");
+            Box::new(move || {
+                f.call(&[idx.view(), val.view(), vals.view()]).unwrap();
             })
         }
         other => panic!("unknown case {other}"),

@@ -4,8 +4,7 @@
 use half::{bf16, f16};
 
 use super::simd::Elem;
-use super::{par_ranges, SendPtr, Strided};
-use rayon::prelude::*;
+use super::{par_for, par_ranges, SendPtr, Strided};
 
 /// (index, value) of the first maximum of `n` contiguous values; NaN beats every number (the
 /// first NaN wins), as `torch.max` propagates NaN.
@@ -35,12 +34,16 @@ pub unsafe fn argmax<T: Elem>(vals: *const T, n: usize) -> (usize, T) {
     let best = if n <= 2 * per {
         scan(all, 0)
     } else {
-        let parts: Vec<(usize, f32)> = super::install(|| {
-            all.par_chunks(per)
-                .enumerate()
-                .map(|(c, s)| scan(s, c * per))
-                .collect()
+        let slots: Vec<std::sync::OnceLock<(usize, f32)>> =
+            (0..n.div_ceil(per)).map(|_| Default::default()).collect();
+        par_for(slots.len(), &|c| {
+            let s = &all[c * per..((c + 1) * per).min(n)];
+            let _ = slots[c].set(scan(s, c * per));
         });
+        let parts: Vec<(usize, f32)> = slots
+            .into_iter()
+            .map(|s| s.into_inner().expect("every chunk ran"))
+            .collect();
         let mut best = parts[0];
         for &p in &parts[1..] {
             if best.1.is_nan() {
