@@ -188,6 +188,12 @@ fn build_pool() -> Option<rayon::ThreadPool> {
     b.build().ok()
 }
 
+/// How many CPUs this process may run on (at least 1), read once.
+fn cpu_count() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| allowed_cpus().len().max(1))
+}
+
 /// The CPUs in this process's affinity mask, in order.
 fn allowed_cpus() -> Vec<usize> {
     #[cfg(target_os = "linux")]
@@ -288,7 +294,8 @@ pub fn par_for(count: usize, f: &(dyn Fn(usize) + Sync)) {
         (0..count).for_each(f);
         return;
     }
-    if let Some(tm) = team::team(t - 1) {
+    // never more team threads than CPUs: a spinning helper would take a working thread's core
+    if let Some(tm) = team::team(t.min(cpu_count()) - 1) {
         if tm.run(count, f) {
             return;
         }

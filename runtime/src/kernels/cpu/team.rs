@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize
 use std::sync::{Condvar, Mutex, Once, TryLockError};
 use std::time::{Duration, Instant};
 
+/// How long the caller spins for the helpers' last chunks before it sleeps.
+const FINISH_SPIN: Duration = Duration::from_micros(20);
+
 const CLOSED: u64 = 1 << 31;
 const JOINED: u64 = CLOSED - 1;
 
@@ -55,6 +58,9 @@ pub(crate) struct Team {
     sleepers: AtomicUsize,
     park: Mutex<()>,
     wake: Condvar,
+    /// Set while the caller sleeps on `finish` waiting for `done` (after a short spin).
+    waiting: AtomicBool,
+    finish: Condvar,
     /// Held by the thread whose job is published (one job at a time).
     submit: Mutex<()>,
     spin: Duration,
@@ -106,6 +112,8 @@ pub(crate) fn team(helpers: usize) -> Option<&'static Team> {
         sleepers: AtomicUsize::new(0),
         park: Mutex::new(()),
         wake: Condvar::new(),
+        waiting: AtomicBool::new(false),
+        finish: Condvar::new(),
         submit: Mutex::new(()),
         spin: Duration::from_micros(spin_us),
         helpers,
@@ -186,17 +194,25 @@ impl Team {
         struct Close<'a>(&'a Team);
         impl Drop for Close<'_> {
             fn drop(&mut self) {
-                let s = self.0.state.fetch_or(CLOSED, Ordering::AcqRel);
+                let t = self.0;
+                let s = t.state.fetch_or(CLOSED, Ordering::AcqRel);
                 let joined = (s & JOINED) as u32;
+                // The helpers that joined are finishing their last chunks: spin a little, then
+                // sleep, so that a helper the scheduler took off its core can have this one.
+                let start = Instant::now();
                 let mut spins = 0u32;
-                while self.0.done.load(Ordering::Acquire) != joined {
+                while t.done.load(Ordering::Acquire) != joined {
                     spins = spins.wrapping_add(1);
-                    if spins % 1024 == 0 {
-                        // a helper was descheduled mid-chunk: give it the core
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
+                    if spins % 64 == 0 && start.elapsed() >= FINISH_SPIN {
+                        let mut park = t.park.lock().unwrap_or_else(|e| e.into_inner());
+                        t.waiting.store(true, Ordering::SeqCst);
+                        while t.done.load(Ordering::SeqCst) != joined {
+                            park = t.finish.wait(park).unwrap_or_else(|e| e.into_inner());
+                        }
+                        t.waiting.store(false, Ordering::Relaxed);
+                        break;
                     }
+                    std::hint::spin_loop();
                 }
             }
         }
@@ -233,7 +249,11 @@ impl Team {
                             job.panicked.store(true, Ordering::Relaxed);
                             // the remaining chunks go to the others
                         }
-                        self.done.fetch_add(1, Ordering::Release);
+                        self.done.fetch_add(1, Ordering::SeqCst);
+                        if self.waiting.load(Ordering::SeqCst) {
+                            let _park = self.park.lock().unwrap_or_else(|e| e.into_inner());
+                            self.finish.notify_one();
+                        }
                         break;
                     }
                     Err(now) => s = now,
@@ -324,6 +344,26 @@ mod tests {
             sum.fetch_add(c, Ordering::Relaxed);
         });
         assert_eq!(sum.load(Ordering::Relaxed), 999 * 1000 / 2);
+    }
+
+    #[test]
+    fn the_caller_sleeps_until_a_slow_helper_finishes() {
+        let Some(t) = team(1) else { return };
+        for _ in 0..20 {
+            let hits = AtomicUsize::new(0);
+            run(t, 4, &|_| {
+                // a helper's chunk outlasts the caller's spin, so the caller goes to sleep
+                // and the helper's notify must wake it
+                if std::thread::current()
+                    .name()
+                    .is_some_and(|n| n.starts_with("anyffi-team-"))
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                hits.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(hits.load(Ordering::Relaxed), 4);
+        }
     }
 
     #[test]
