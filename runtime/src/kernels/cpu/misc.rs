@@ -3,7 +3,7 @@
 
 use half::{bf16, f16};
 
-use super::simd::Elem;
+use super::simd::{multiversion, Elem, Scalar, Simd};
 use super::{par_for, par_ranges, SendPtr, Strided};
 
 /// (index, value) of the first maximum of `n` contiguous values; NaN beats every number (the
@@ -12,21 +12,12 @@ use super::{par_for, par_ranges, SendPtr, Strided};
 /// # Safety
 /// `vals` readable for `n >= 1` elements.
 pub unsafe fn argmax<T: Elem>(vals: *const T, n: usize) -> (usize, T) {
-    // Keeps the first index on ties: later candidates replace only when strictly greater.
     fn scan<T: Elem>(vals: &[T], base: usize) -> (usize, f32) {
-        let mut best = (base, vals[0].to_f32());
-        if best.1.is_nan() {
-            return best;
-        }
-        for (i, v) in vals.iter().enumerate().skip(1) {
-            let x = v.to_f32();
-            if x > best.1 {
-                best = (base + i, x);
-            } else if x.is_nan() {
-                return (base + i, x);
-            }
-        }
-        best
+        let (p, n) = (vals.as_ptr(), vals.len());
+        // SAFETY: n readable elements.
+        let (i, v) =
+            unsafe { multiversion!(scan_body, [T: Elem], (p: *const T, n: usize) -> (usize, f32)) };
+        (base + i, v)
     }
     // SAFETY: n valid elements (caller).
     let all = unsafe { std::slice::from_raw_parts(vals, n) };
@@ -56,6 +47,66 @@ pub unsafe fn argmax<T: Elem>(vals: *const T, n: usize) -> (usize, T) {
         best
     };
     (best.0, all[best.0])
+}
+
+/// (index, value) of the first maximum of `n >= 1` values at `p`, first NaN winning: two
+/// vector passes (the maximum, then the first vector holding it) where no value is NaN or
+/// infinite, which `v - v` (0 for finite values) tells in the first pass; the scalar scan
+/// otherwise.
+#[inline(always)]
+unsafe fn scan_body<S: Simd, T: Elem>(s: S, p: *const T, n: usize) -> (usize, f32) {
+    let l = S::LANES;
+    // SAFETY: n readable elements (caller).
+    unsafe {
+        let mut mx = s.splat(f32::NEG_INFINITY);
+        let mut bad = s.splat(0.0);
+        let mut i = 0;
+        while i + l <= n {
+            let v = T::load(s, p.add(i));
+            mx = s.max(mx, v);
+            bad = s.add(bad, s.sub(v, v));
+            i += l;
+        }
+        let mut m = s.reduce_max(mx);
+        let mut finite = s.reduce_sum(bad) == 0.0;
+        for j in i..n {
+            let x = T::load(Scalar, p.add(j));
+            finite &= x.is_finite();
+            m = m.max(x);
+        }
+        if !finite {
+            return scan_scalar(p, n);
+        }
+        // the first vector whose maximum is m, then the first lane equal to it (later
+        // candidates never replace an equal one: the first index wins ties, -0 == +0)
+        let mut i = 0;
+        while i + l <= n && s.reduce_max(T::load(s, p.add(i))) != m {
+            i += l;
+        }
+        (i..n)
+            .find(|&j| T::load(Scalar, p.add(j)) == m)
+            .map_or_else(|| scan_scalar(p, n), |j| (j, m))
+    }
+}
+
+/// The scalar scan: later candidates replace only when strictly greater; the first NaN wins.
+#[inline(never)]
+unsafe fn scan_scalar<T: Elem>(p: *const T, n: usize) -> (usize, f32) {
+    // SAFETY: n >= 1 readable elements (caller).
+    let load = |i: usize| unsafe { T::load(Scalar, p.add(i)) };
+    let mut best = (0, load(0));
+    if best.1.is_nan() {
+        return best;
+    }
+    for i in 1..n {
+        let x = load(i);
+        if x > best.1 {
+            best = (i, x);
+        } else if x.is_nan() {
+            return (i, x);
+        }
+    }
+    best
 }
 
 macro_rules! named_argmax {
@@ -182,4 +233,71 @@ pub unsafe fn rearrange(out: *mut u8, inp: *const u8, esize: usize, layout: &Str
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector scan against the scalar one on arrays built to hit its edges: ties inside
+    /// and across vectors, the maximum in the tail, infinities and NaN (scalar fallback), signed
+    /// zeros, lengths below one vector.
+    fn check<T: Elem + Copy>(from: fn(f32) -> T) {
+        let mut seed = 7u64;
+        let mut rnd = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % 1000) as f32 / 7.0 - 70.0
+        };
+        let specials = [
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            0.0,
+            -0.0,
+            1e30,
+            -1e30,
+        ];
+        for n in [1usize, 2, 15, 16, 17, 31, 33, 100, 1000, 4099] {
+            for case in 0..40 {
+                let mut v: Vec<f32> = (0..n).map(|_| rnd()).collect();
+                match case % 8 {
+                    0 => {}
+                    1 => v.iter_mut().for_each(|x| *x = x.round().min(3.0)), // many ties
+                    2 => v
+                        .iter_mut()
+                        .for_each(|x| *x = if *x > 0.0 { 0.0 } else { -0.0 }),
+                    3 => v[n - 1] = 500.0, // in the tail
+                    4 => v.iter_mut().for_each(|x| *x = f32::NEG_INFINITY),
+                    _ => {
+                        let k = (case * 7919) % n;
+                        v[k] = specials[case % specials.len()];
+                        let k2 = (case * 104729) % n;
+                        v[k2] = specials[(case + 3) % specials.len()];
+                    }
+                }
+                let t: Vec<T> = v.iter().map(|&x| from(x)).collect();
+                let (p, len) = (t.as_ptr(), t.len());
+                // SAFETY: len readable elements.
+                let got = unsafe {
+                    multiversion!(scan_body, [T: Elem], (p: *const T, len: usize) -> (usize, f32))
+                };
+                // SAFETY: as above.
+                let want = unsafe { scan_scalar(p, len) };
+                assert_eq!(got.0, want.0, "n {n} case {case}: {v:?}");
+                assert!(
+                    got.1 == want.1 || got.1.is_nan() && want.1.is_nan(),
+                    "n {n} case {case}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn vector_scan_matches_the_scalar_scan() {
+        check::<f32>(|x| x);
+        check::<bf16>(bf16::from_f32);
+        check::<f16>(f16::from_f32);
+    }
 }

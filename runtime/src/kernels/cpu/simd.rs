@@ -1083,11 +1083,14 @@ pub unsafe fn put<S: Simd, T: Elem>(s: S, nt: bool, p: *mut T, v: S::V) {
 /// Usage: `multiversion!(body, [T, W], (a: *const T, n: usize), (a, n))` expands to an
 /// expression (unsafe: the caller upholds the body's contract).
 macro_rules! multiversion {
-    ($body:ident, [$($g:ident : $bound:path),*], ($($arg:ident : $ty:ty),*)) => {{
+    ($body:ident, [$($g:ident : $bound:path),*], ($($arg:ident : $ty:ty),*)) => {
+        $crate::kernels::cpu::simd::multiversion!($body, [$($g: $bound),*], ($($arg: $ty),*) -> ())
+    };
+    ($body:ident, [$($g:ident : $bound:path),*], ($($arg:ident : $ty:ty),*) -> $ret:ty) => {{
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn v5<$($g: $bound),*>($($arg: $ty),*) {
+        unsafe fn v5<$($g: $bound),*>($($arg: $ty),*) -> $ret {
             // SAFETY: this function only runs after AVX-512 and AVX512_BF16 were detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx512<true> $(, $g)*>(
                 $crate::kernels::cpu::simd::Avx512::<true>::new_unchecked() $(, $arg)*) }
@@ -1095,7 +1098,7 @@ macro_rules! multiversion {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn v4<$($g: $bound),*>($($arg: $ty),*) {
+        unsafe fn v4<$($g: $bound),*>($($arg: $ty),*) -> $ret {
             // SAFETY: this function only runs after AVX-512 was detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx512 $(, $g)*>(
                 $crate::kernels::cpu::simd::Avx512::<false>::new_unchecked() $(, $arg)*) }
@@ -1103,7 +1106,7 @@ macro_rules! multiversion {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn v3<$($g: $bound),*>($($arg: $ty),*) {
+        unsafe fn v3<$($g: $bound),*>($($arg: $ty),*) -> $ret {
             // SAFETY: this function only runs after AVX2/FMA/F16C were detected.
             unsafe { $body::<$crate::kernels::cpu::simd::Avx2 $(, $g)*>(
                 $crate::kernels::cpu::simd::Avx2::new_unchecked() $(, $arg)*) }
