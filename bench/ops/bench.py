@@ -59,6 +59,11 @@ def np_add(m, n):
     return np_timer(lambda: np.add(a, b, out=c))
 
 
+def np_argmax(n):
+    v = np.random.default_rng(1).random(n, dtype=np.float32)
+    return np_timer(lambda: v.argmax())
+
+
 def np_copy(nbytes):
     src = np.ones(nbytes // 2, np.uint8)
     dst = np.empty_like(src)
@@ -100,6 +105,7 @@ for dt, es in (("f32", 4), ("bf16", 2)):
         if kind == "bandwidth" and case.split(":")[1] == dt and target is not None
     ]
 CASES += [
+    ("argmax f32 (151936) vs numpy", "argmax:f32:151936", ("numpy", lambda: np_argmax(151936)), 0, None, "speedup"),
     ("plan cache: linear f32 (1,64,64) on vs off", "linear:f32:1:64:64", ("rust", "nocache:linear:f32:1:64:64"), 0, None, "speedup"),
     ("plan cache: linear f32 (1,8,8) on vs off", "linear:f32:1:8:8", ("rust", "nocache:linear:f32:1:8:8"), 0, None, "speedup"),
     ("plan cache: linear bf16 (4,64,64) on vs off", "linear:bf16:4:64:64", ("rust", "nocache:linear:bf16:4:64:64"), 0, None, "speedup"),

@@ -58,17 +58,26 @@ unsafe fn scan_body<S: Simd, T: Elem>(s: S, p: *const T, n: usize) -> (usize, f3
     let l = S::LANES;
     // SAFETY: n readable elements (caller).
     unsafe {
-        let mut mx = s.splat(f32::NEG_INFINITY);
-        let mut bad = s.splat(0.0);
+        // four independent chains of each (one waited on the add's latency every vector)
+        let mut mx = [s.splat(f32::NEG_INFINITY); 4];
+        let mut bad = [s.splat(0.0); 4];
         let mut i = 0;
+        while i + 4 * l <= n {
+            for k in 0..4 {
+                let v = T::load(s, p.add(i + k * l));
+                mx[k] = s.max(mx[k], v);
+                bad[k] = s.add(bad[k], s.sub(v, v));
+            }
+            i += 4 * l;
+        }
         while i + l <= n {
             let v = T::load(s, p.add(i));
-            mx = s.max(mx, v);
-            bad = s.add(bad, s.sub(v, v));
+            mx[0] = s.max(mx[0], v);
+            bad[0] = s.add(bad[0], s.sub(v, v));
             i += l;
         }
-        let mut m = s.reduce_max(mx);
-        let mut finite = s.reduce_sum(bad) == 0.0;
+        let mut m = s.reduce_max(s.max(s.max(mx[0], mx[1]), s.max(mx[2], mx[3])));
+        let mut finite = s.reduce_sum(s.add(s.add(bad[0], bad[1]), s.add(bad[2], bad[3]))) == 0.0;
         for j in i..n {
             let x = T::load(Scalar, p.add(j));
             finite &= x.is_finite();
@@ -80,6 +89,15 @@ unsafe fn scan_body<S: Simd, T: Elem>(s: S, p: *const T, n: usize) -> (usize, f3
         // the first vector whose maximum is m, then the first lane equal to it (later
         // candidates never replace an equal one: the first index wins ties, -0 == +0)
         let mut i = 0;
+        // blocks of four vectors: their maximum is m exactly when one of them holds it
+        while i + 4 * l <= n {
+            let ld = |k: usize| T::load(s, p.add(i + k * l));
+            let b = s.max(s.max(ld(0), ld(1)), s.max(ld(2), ld(3)));
+            if s.reduce_max(b) == m {
+                break;
+            }
+            i += 4 * l;
+        }
         while i + l <= n && s.reduce_max(T::load(s, p.add(i))) != m {
             i += l;
         }
