@@ -1,9 +1,10 @@
-//! CPU kernels: SIMD abstraction (`simd`), the rayon work splitting shared by every kernel, and
+//! CPU kernels: SIMD abstraction (`simd`), the work splitting shared by every kernel
+//! (`par_for`/`par_ranges` on the fork-join team of `team.rs`, the rayon pool behind it), and
 //! one file per operator family.
 //!
 //! Conventions: pointers are raw (outputs may alias inputs exactly, as in `add(a, a, b)`), f16
 //! and bf16 are widened to f32 on load and rounded once on store, and work below about 64 KiB
-//! runs on the calling thread (waking the pool costs microseconds).
+//! runs on the calling thread (handing out chunks still costs more than such work).
 
 pub mod attention;
 pub mod elementwise;

@@ -1,6 +1,6 @@
 //! A fork-join team for the kernels' parallel loops: the calling thread works on the job
-//! itself beside `threads() - 1` helper threads that spin for a short while after each job
-//! before they sleep.
+//! itself beside `min(threads(), CPUs) - 1` helper threads that spin for a short while after
+//! each job before they sleep.
 //!
 //! Why not the rayon pool alone: `ThreadPool::install` from a thread outside the pool hands
 //! the whole job to a sleeping worker and blocks the caller on a condition variable, two
@@ -64,7 +64,6 @@ pub(crate) struct Team {
     /// Held by the thread whose job is published (one job at a time).
     submit: Mutex<()>,
     spin: Duration,
-    helpers: usize,
 }
 
 thread_local! {
@@ -116,7 +115,6 @@ pub(crate) fn team(helpers: usize) -> Option<&'static Team> {
         finish: Condvar::new(),
         submit: Mutex::new(()),
         spin: Duration::from_micros(spin_us),
-        helpers,
     }));
     for i in 0..helpers {
         let spawned = std::thread::Builder::new()
@@ -288,12 +286,6 @@ impl Team {
         };
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         s
-    }
-
-    /// Helper threads (the caller makes one more).
-    #[allow(dead_code)]
-    pub(crate) fn helpers(&self) -> usize {
-        self.helpers
     }
 }
 
