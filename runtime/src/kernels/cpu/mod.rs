@@ -133,40 +133,79 @@ pub fn stream_fence() {
 /// then often puts both of them on one core for tens of milliseconds; a memory-bound GEMV ran
 /// at half speed for stretches of 10-20 calls (performance log). OpenBLAS avoids this by
 /// spinning; pinned sleeping workers avoid it without burning a core.
-static POOL: AtomicPtr<rayon::ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
-static POOL_BUILD: Mutex<()> = Mutex::new(());
-static ATFORK: Once = Once::new();
+static POOL: ForkLocal<rayon::ThreadPool> = ForkLocal::new();
 
 /// The pool, built on first use (None if no thread could be started).
 fn pool() -> Option<&'static rayon::ThreadPool> {
-    let p = POOL.load(Ordering::Acquire);
-    if !p.is_null() {
-        // SAFETY: pools are leaked, never freed, so the reference lives for the process.
-        return Some(unsafe { &*p });
-    }
-    let _guard = POOL_BUILD.lock();
-    let p = POOL.load(Ordering::Acquire);
-    if !p.is_null() {
-        // SAFETY: as above.
-        return Some(unsafe { &*p });
-    }
-    ATFORK.call_once(|| {
-        #[cfg(unix)]
-        // SAFETY: registers a plain function with no captured state.
-        unsafe {
-            libc::pthread_atfork(None, None, Some(forget_pool_in_child));
-        }
-    });
-    let pool = Box::leak(Box::new(build_pool()?));
-    POOL.store(pool, Ordering::Release);
-    Some(pool)
+    POOL.get_or_build(forget_pool_in_child, || {
+        build_pool().map(|p| &*Box::leak(Box::new(p)))
+    })
 }
 
 /// `pthread_atfork` child handler: the parent's pool threads are gone in the child; drop the
 /// reference (the pool object is leaked, never joined) so the next kernel builds a new pool.
-#[cfg(unix)]
 extern "C" fn forget_pool_in_child() {
-    POOL.store(std::ptr::null_mut(), Ordering::Release);
+    POOL.forget();
+}
+
+/// A value built on first use and leaked (its threads hold it for the life of the process),
+/// which a forked child forgets so that it builds its own: the parent's threads do not exist
+/// in the child, and waiting for them would hang. The kernels' pool and the team.
+pub(crate) struct ForkLocal<T: 'static> {
+    ptr: AtomicPtr<T>,
+    build: Mutex<()>,
+    atfork: Once,
+}
+
+impl<T> ForkLocal<T> {
+    pub(crate) const fn new() -> Self {
+        ForkLocal {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            build: Mutex::new(()),
+            atfork: Once::new(),
+        }
+    }
+
+    /// The value, built by `build` on first use (one builder at a time; None keeps nothing, and
+    /// the next call tries again). `forget_in_child`: the `pthread_atfork` child handler,
+    /// which calls `forget` on this.
+    pub(crate) fn get_or_build(
+        &'static self,
+        forget_in_child: extern "C" fn(),
+        build: impl FnOnce() -> Option<&'static T>,
+    ) -> Option<&'static T> {
+        if let Some(v) = self.get() {
+            return Some(v);
+        }
+        let _guard = self.build.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = self.get() {
+            return Some(v);
+        }
+        self.atfork.call_once(|| {
+            #[cfg(unix)]
+            // SAFETY: registers a plain function with no captured state.
+            unsafe {
+                libc::pthread_atfork(None, None, Some(forget_in_child));
+            }
+            #[cfg(not(unix))]
+            let _ = forget_in_child;
+        });
+        let v = build()?;
+        self.ptr.store(v as *const T as *mut T, Ordering::Release);
+        Some(v)
+    }
+
+    /// The value if it is built.
+    pub(crate) fn get(&self) -> Option<&'static T> {
+        let p = self.ptr.load(Ordering::Acquire);
+        // SAFETY: values are leaked, never freed, so the reference lives for the process.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Drops the reference (the value stays leaked): the next `get_or_build` builds anew.
+    pub(crate) fn forget(&self) {
+        self.ptr.store(std::ptr::null_mut(), Ordering::Release);
+    }
 }
 
 fn build_pool() -> Option<rayon::ThreadPool> {

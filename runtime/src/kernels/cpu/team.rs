@@ -22,7 +22,9 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, Once, TryLockError};
+use std::sync::{Condvar, Mutex, TryLockError};
+
+use super::ForkLocal;
 use std::time::{Duration, Instant};
 
 /// How long the caller spins for the helpers' last chunks before it sleeps.
@@ -72,71 +74,51 @@ thread_local! {
     static IN_JOB: Cell<bool> = const { Cell::new(false) };
 }
 
-static TEAM: AtomicPtr<Team> = AtomicPtr::new(std::ptr::null_mut());
-static TEAM_BUILD: Mutex<()> = Mutex::new(());
-static ATFORK: Once = Once::new();
+static TEAM: ForkLocal<Team> = ForkLocal::new();
 
 /// The team, built on first use with `helpers` helper threads; None when there are none to
 /// start (one thread configured, or no thread could be spawned).
 pub(crate) fn team(helpers: usize) -> Option<&'static Team> {
-    let p = TEAM.load(Ordering::Acquire);
-    if !p.is_null() {
-        // SAFETY: teams are leaked, never freed.
-        return Some(unsafe { &*p });
-    }
     if helpers == 0 {
-        return None;
+        return TEAM.get();
     }
-    let _guard = TEAM_BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let p = TEAM.load(Ordering::Acquire);
-    if !p.is_null() {
-        // SAFETY: as above.
-        return Some(unsafe { &*p });
-    }
-    ATFORK.call_once(|| {
-        #[cfg(unix)]
-        // SAFETY: registers a plain function with no captured state.
-        unsafe {
-            libc::pthread_atfork(None, None, Some(forget_team_in_child));
-        }
-    });
-    let spin_us = std::env::var("ANYFFI_SPIN_US")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(100);
-    let team: &'static Team = Box::leak(Box::new(Team {
-        state: AtomicU64::new(0),
-        job: AtomicPtr::new(std::ptr::null_mut()),
-        done: AtomicU32::new(0),
-        sleepers: AtomicUsize::new(0),
-        park: Mutex::new(()),
-        wake: Condvar::new(),
-        waiting: AtomicBool::new(false),
-        finish: Condvar::new(),
-        submit: Mutex::new(()),
-        spin: Duration::from_micros(spin_us),
-    }));
-    for i in 0..helpers {
-        let spawned = std::thread::Builder::new()
-            .name(format!("anyffi-team-{i}"))
-            .spawn(move || team.helper());
-        if spawned.is_err() {
-            if i == 0 {
-                return None;
+    TEAM.get_or_build(forget_team_in_child, || {
+        let spin_us = std::env::var("ANYFFI_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(100);
+        let team: &'static Team = Box::leak(Box::new(Team {
+            state: AtomicU64::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            done: AtomicU32::new(0),
+            sleepers: AtomicUsize::new(0),
+            park: Mutex::new(()),
+            wake: Condvar::new(),
+            waiting: AtomicBool::new(false),
+            finish: Condvar::new(),
+            submit: Mutex::new(()),
+            spin: Duration::from_micros(spin_us),
+        }));
+        for i in 0..helpers {
+            let spawned = std::thread::Builder::new()
+                .name(format!("anyffi-team-{i}"))
+                .spawn(move || team.helper());
+            if spawned.is_err() {
+                if i == 0 {
+                    return None;
+                }
+                // fewer helpers than asked: the ones running share the work
+                break;
             }
-            // fewer helpers than asked: the ones running share the work
-            break;
         }
-    }
-    TEAM.store(team as *const Team as *mut Team, Ordering::Release);
-    Some(team)
+        Some(team)
+    })
 }
 
 /// `pthread_atfork` child handler: the parent's helpers do not exist in the child; forget the
 /// team (leaked, never joined) so that the child builds its own.
-#[cfg(unix)]
 extern "C" fn forget_team_in_child() {
-    TEAM.store(std::ptr::null_mut(), Ordering::Release);
+    TEAM.forget();
 }
 
 /// Whether this thread is inside a team job (nested loops then run serially).
