@@ -54,13 +54,13 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
     // SAFETY: every access is below n; an exact alias is read before it is written.
     unsafe {
         if nt {
-            // streaming stores need vector-aligned addresses: a scalar head first
+            // streaming stores need vector-aligned addresses: a head up to the alignment first
+            // (all of the run if `c` is not even element-aligned)
             let align = l * std::mem::size_of::<T>();
             while i < n && (c.add(i) as usize) % align != 0 {
-                let v = O::apply(Scalar, T::load(Scalar, a.add(i)), T::load(Scalar, b.add(i)));
-                T::store(Scalar, c.add(i), v);
                 i += 1;
             }
+            binary_strided_body::<S, T, O>(s, c, a, b, i, 1, 1, 1);
         }
         if !nt && is_bf16::<T>() {
             // bf16 in pair space: one shift and one mask widen 2 LANES elements, and the
@@ -87,19 +87,54 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
             put(s, nt, c.add(i), v);
             i += l;
         }
-        while i < n {
-            let v = O::apply(Scalar, T::load(Scalar, a.add(i)), T::load(Scalar, b.add(i)));
-            T::store(Scalar, c.add(i), v);
-            i += 1;
+        binary_lanes::<S, T, O>(s, c.add(i), a.add(i), b.add(i), n - i, [1, 1, 1]);
+    }
+}
+
+/// Widest vector of any level, in lanes.
+const MAX_LANES: usize = 16;
+
+/// `n <= S::LANES` elements at element strides `st` (c, a, b) through the vector op, in
+/// zero-padded lanes: the heads and tails of the contiguous runs and the strided rows compute
+/// exactly as the vector body does. (The scalar level's exp differs from the vector levels'
+/// by an ulp, and which elements fall in a tail depends on how the threads split the run:
+/// swiglu gave 1-ulp different results for 1 and 2 threads.)
+#[inline(always)]
+unsafe fn binary_lanes<S: Simd, T: Elem, O: BinaryOp>(
+    s: S,
+    c: *mut T,
+    a: *const T,
+    b: *const T,
+    n: usize,
+    st: [isize; 3],
+) {
+    debug_assert!(n <= S::LANES && S::LANES <= MAX_LANES);
+    if n == 0 {
+        return;
+    }
+    let (mut x, mut y, mut r) = ([0f32; MAX_LANES], [0f32; MAX_LANES], [0f32; MAX_LANES]);
+    // SAFETY: n elements at the given strides in each tensor (caller); every input is read
+    // before any output is written (c may alias a or b with the same strides).
+    unsafe {
+        for i in 0..n {
+            x[i] = T::load(Scalar, a.offset(i as isize * st[1]));
+            y[i] = T::load(Scalar, b.offset(i as isize * st[2]));
+        }
+        s.store(
+            r.as_mut_ptr(),
+            O::apply(s, s.load(x.as_ptr()), s.load(y.as_ptr())),
+        );
+        for (i, v) in r.iter().take(n).enumerate() {
+            T::store(Scalar, c.offset(i as isize * st[0]), *v);
         }
     }
 }
 
-/// Strided run of `n` elements (strides in elements).
+/// Strided run of `n` elements (strides in elements), a vector's worth at a time.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn binary_strided_body<S: Simd, T: Elem, O: BinaryOp>(
-    _s: S,
+    s: S,
     c: *mut T,
     a: *const T,
     b: *const T,
@@ -108,16 +143,22 @@ unsafe fn binary_strided_body<S: Simd, T: Elem, O: BinaryOp>(
     sa: isize,
     sb: isize,
 ) {
-    for i in 0..n as isize {
+    let mut i = 0;
+    while i < n {
+        let k = (n - i).min(S::LANES);
+        let o = i as isize;
         // SAFETY: the layout was validated; offsets stay inside each tensor.
         unsafe {
-            let v = O::apply(
-                Scalar,
-                T::load(Scalar, a.offset(i * sa)),
-                T::load(Scalar, b.offset(i * sb)),
-            );
-            T::store(Scalar, c.offset(i * sc), v);
-        }
+            binary_lanes::<S, T, O>(
+                s,
+                c.offset(o * sc),
+                a.offset(o * sa),
+                b.offset(o * sb),
+                k,
+                [sc, sa, sb],
+            )
+        };
+        i += k;
     }
 }
 
@@ -196,7 +237,9 @@ pub unsafe fn binary_strided<T: Elem, O: BinaryOp>(
                     }
                 } else {
                     // SAFETY: a strided row.
-                    unsafe { binary_strided_body::<Scalar, T, O>(Scalar, c, a, b, n, sc, sa, sb) }
+                    unsafe {
+                        multiversion!(binary_strided_body, [T: Elem, O: BinaryOp], (c: *mut T, a: *const T, b: *const T, n: usize, sc: isize, sa: isize, sb: isize))
+                    }
                 }
             }
             if nt {
@@ -301,6 +344,69 @@ mod tests {
                     "{l:?} swiglu(gate {}, up {}) = {got}, want {w}",
                     g[i], u[i]
                 );
+            }
+        }
+        force_level(Level::Avx512Bf16);
+    }
+
+    /// Every element of a swiglu rounds the same wherever it falls: in the vector body, in a
+    /// run's tail (the threads split runs at places that depend on their number) or in a strided
+    /// row. The scalar level's exp differs from the vector levels' by an ulp for some inputs,
+    /// so tails once went through it and gave other bits than the body.
+    #[test]
+    fn tails_and_strided_rows_round_as_the_body() {
+        use super::super::simd::{force_level, Level};
+        let n = 301;
+        let g: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f32 * 0.013 - 6.5)
+            .collect();
+        let u: Vec<f32> = (0..n).map(|i| 1.0 + (i % 17) as f32 * 0.25).collect();
+        // 0.82161814 gave 0.57067937 in the body and 0.5706793 in a tail (audit, session 17)
+        let (mut g, u) = (g, u);
+        g[0] = 0.821_618_14;
+        g[n - 1] = 0.821_618_14;
+        for lv in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
+            let l = force_level(lv);
+            let mut whole = vec![0f32; n];
+            // SAFETY: n elements each.
+            unsafe { swiglu_f32(whole.as_mut_ptr(), g.as_ptr(), u.as_ptr(), n) };
+            // runs of every length from 1 to 40 (each a body, a tail or both)
+            for len in 1..=40 {
+                let mut parts = vec![0f32; n];
+                for start in (0..n).step_by(len) {
+                    let k = len.min(n - start);
+                    // SAFETY: k elements from `start` in each buffer.
+                    unsafe {
+                        swiglu_f32(
+                            parts[start..].as_mut_ptr(),
+                            g[start..].as_ptr(),
+                            u[start..].as_ptr(),
+                            k,
+                        )
+                    };
+                }
+                for i in 0..n {
+                    assert_eq!(
+                        parts[i].to_bits(),
+                        whole[i].to_bits(),
+                        "{l:?}: element {i} in runs of {len}"
+                    );
+                }
+            }
+            // one strided row (every second element of doubled buffers)
+            let g2: Vec<f32> = g.iter().flat_map(|&x| [x, f32::NAN]).collect();
+            let u2: Vec<f32> = u.iter().flat_map(|&x| [x, f32::NAN]).collect();
+            let mut c2 = vec![-1f32; 2 * n];
+            let layout = Strided::new(&[n as i64], [&[2], &[2], &[2]]);
+            // SAFETY: the layout addresses n elements of each buffer.
+            unsafe { swiglu_strided_f32(c2.as_mut_ptr(), g2.as_ptr(), u2.as_ptr(), &layout) };
+            for i in 0..n {
+                assert_eq!(
+                    c2[2 * i].to_bits(),
+                    whole[i].to_bits(),
+                    "{l:?}: strided {i}"
+                );
+                assert_eq!(c2[2 * i + 1], -1.0, "{l:?}: strided gap {i} written");
             }
         }
         force_level(Level::Avx512Bf16);
