@@ -18,9 +18,47 @@ unsafe fn sum_squares_f64<T: Elem>(x: *const T, d: usize) -> f64 {
         .sum()
 }
 
+/// Elements summed in f32 lanes before the partial sum joins an f64 total: f32 sums of longer
+/// rows lose digits in proportion to the length (a 2^24-element row was 1.6x past the 1e-5
+/// tolerance; session 17's audit). Rows up to this length (every model's hidden size) are
+/// summed exactly as before.
+const SUM_BLOCK: usize = 1 << 14;
+
 /// `1 / sqrt(mean(x^2) + eps)` of one row of `d` elements (the first pass).
 #[inline(always)]
 unsafe fn inv_rms<S: Simd, T: Elem>(s: S, x: *const T, d: usize, eps: f32) -> f32 {
+    // SAFETY: d elements.
+    unsafe {
+        if d > SUM_BLOCK {
+            let mut total = 0f64;
+            let mut i = 0;
+            while i < d {
+                let n = SUM_BLOCK.min(d - i);
+                total += sum_squares(s, x.add(i), n) as f64;
+                i += n;
+            }
+            return if !total.is_finite() || (total < 1e-28 && total / d as f64 >= eps as f64 * 6e-8)
+            {
+                (1.0 / (sum_squares_f64(x, d) / d as f64 + eps as f64).sqrt()) as f32
+            } else {
+                (1.0 / (total / d as f64 + eps as f64).sqrt()) as f32
+            };
+        }
+        let ss = sum_squares(s, x, d);
+        if !ss.is_finite() || (ss < 1e-28 && ss / d as f32 >= eps * 6e-8) {
+            // The f32 sum overflowed (|x| past ~1e19) or lost its digits to underflow while it
+            // still matters against eps (|x| below ~1e-19, eps tiny or 0): again in f64, so
+            // the result is the normalised row rather than zeros or infinities.
+            (1.0 / (sum_squares_f64(x, d) / d as f64 + eps as f64).sqrt()) as f32
+        } else {
+            1.0 / (ss / d as f32 + eps).sqrt()
+        }
+    }
+}
+
+/// Sum of the squares of `d` elements in f32 lanes.
+#[inline(always)]
+unsafe fn sum_squares<S: Simd, T: Elem>(s: S, x: *const T, d: usize) -> f32 {
     let l = S::LANES;
     // SAFETY: d elements.
     unsafe {
@@ -65,14 +103,7 @@ unsafe fn inv_rms<S: Simd, T: Elem>(s: S, x: *const T, d: usize, eps: f32) -> f3
             ss += v * v;
             i += 1;
         }
-        if !ss.is_finite() || (ss < 1e-28 && ss / d as f32 >= eps * 6e-8) {
-            // The f32 sum overflowed (|x| past ~1e19) or lost its digits to underflow while it
-            // still matters against eps (|x| below ~1e-19, eps tiny or 0): again in f64, so
-            // the result is the normalised row rather than zeros or infinities.
-            (1.0 / (sum_squares_f64(x, d) / d as f64 + eps as f64).sqrt()) as f32
-        } else {
-            1.0 / (ss / d as f32 + eps).sqrt()
-        }
+        ss
     }
 }
 
@@ -369,6 +400,7 @@ named! {
 
 #[cfg(test)]
 mod tests {
+    use super::super::simd::{force_level, Level};
     use super::*;
 
     /// `group_body` (taken only where L1 is 32 KiB or less, so not on every test machine)
@@ -422,5 +454,35 @@ mod tests {
         grouped_equals_row_by_row::<bf16, bf16>(bf16::from_f32, bf16::from_f32, |v| {
             v.to_bits() as u32
         });
+    }
+    /// `inv_rms` at the level in use.
+    unsafe fn inv_at_level<T: Elem>(x: *const T, d: usize, eps: f32) -> f32 {
+        // SAFETY: forwarded.
+        unsafe { multiversion!(inv_rms, [T: Elem], (x: *const T, d: usize, eps: f32) -> f32) }
+    }
+
+    /// Very long rows keep the accuracy of short ones: their sum of squares joins an f64 total
+    /// every `SUM_BLOCK` elements (a plain f32 sum of a 2^24-element row was off by 3e-5).
+    #[test]
+    fn long_rows_sum_in_blocks() {
+        for d in [SUM_BLOCK - 3, SUM_BLOCK + 5, 1 << 22] {
+            // values in [0, 1): every square adds to the sum, the worst case for f32 lanes
+            let x: Vec<f32> = (0..d)
+                .map(|i| ((i * 7919) % 10007) as f32 / 10007.0)
+                .collect();
+            let sum: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+            let want = 1.0 / (sum / d as f64 + 1e-5).sqrt();
+            for lv in [Level::Scalar, Level::Avx2, Level::Avx512] {
+                let l = force_level(lv);
+                // SAFETY: d elements.
+                let got = unsafe { inv_at_level(x.as_ptr(), d, 1e-5) };
+                let err = (got as f64 - want).abs() / want;
+                assert!(
+                    err < 1e-6,
+                    "{l:?} d {d}: 1/rms {got} vs {want} (relative {err:e})"
+                );
+            }
+        }
+        force_level(Level::Avx512Bf16);
     }
 }
