@@ -128,6 +128,9 @@ def _reworded(op: str, e: Exception, made: bool, first: str, dev: Any, inputs: t
     msg = "anyffi." + msg
     for raw, mine in _RENAMES.get(op, {}).items():
         msg = msg.replace(f"`{raw}`", f"`{mine}`")
+    if made and first:
+        # an output made here has the shape of `first`: a rank the library refuses is that input's
+        msg = msg.replace(f"anyffi.ops.{op}: `out` has ndim", f"anyffi.ops.{op}: `{first}` has ndim")
     # a copy: `e` may be the very object a Python callback raised (errors._Sent), which its owner
     # keeps; copy.copy keeps kind, backtrace and notes (its own list of them), and the chain
     # (cause, context) is the original's
@@ -219,8 +222,9 @@ def _as_row(op: str, name: str, t: Any) -> Any:
 def rearrange(x: Any, out: Optional[Any] = None) -> Any:
     """A contiguous copy of ``x`` (or a strided copy into ``out``)."""
     shape, dt, dev, x = _meta("rearrange", "x", x)
+    made = out is None
     out = _out("rearrange", out, shape, dt, dev)
-    _call("rearrange", out, x)
+    _call("rearrange", out, x, made=made, first="x", dev=dev)
     return out
 
 

@@ -289,6 +289,10 @@ def test_library_errors_through_the_wrappers_use_the_wrappers_names():
         (TypeError, lambda: ops.rms_norm(f32(2, 4), np.ones(4)), r"`weight` must have the dtype of `x` \(float32\), got float64(\n|$)"),
         (TypeError, lambda: ops.add(f32(2), f32(2), out=[1.0, 2.0]), r"^anyffi\.ops\.add: `out` must be an anyffi\.Tensor.*got list"),
         (TypeError, lambda: ops.argmax(f32(4), out=(None, f32(1))), r"^anyffi\.ops\.argmax: `out\[0\]` must be"),
+        # a rank past 8: the input's, not that of the output the wrapper made from it
+        (ValueError, lambda: ops.add(f32(*[1] * 9), f32(*[1] * 9)), r"^anyffi\.ops\.add: `a` has ndim 9"),
+        (ValueError, lambda: ops.rearrange(f32(*[1] * 9)), r"^anyffi\.ops\.rearrange: `x` has ndim 9"),
+        (ValueError, lambda: ops.add(f32(*[1] * 9), f32(*[1] * 9), out=f32(*[1] * 9)), r"^anyffi\.ops\.add: `out` has ndim 9"),
     ]
     for kind, call, pattern in cases:
         with pytest.raises(kind, match=pattern):
@@ -603,7 +607,7 @@ def test_dlpack_producers_that_lie():
     np.testing.assert_array_equal(out, np.arange(4))
 
 
-@needs_global("ops.rope", "ops.self_attention")
+@needs_global("ops.rope", "ops.self_attention", "ops.gemm")
 def test_scalars_that_do_not_survive_float32_are_refused():
     # the kernels run in f32: theta = 1e-46 passed `theta > 0` in f64 and became 0 (NaN
     # angles); scale = 1e39 became inf (NaN rows) while the float64 result is finite
@@ -614,6 +618,13 @@ def test_scalars_that_do_not_survive_float32_are_refused():
     with pytest.raises(ValueError, match=r"ops\.self_attention: `scale` .*float32"):
         ops.self_attention(q, k, v, 1e39)
     assert np.isfinite(ops.self_attention(q, k, v, 1e38).numpy()).all()
+    # gemm's alpha and beta: a finite value that would be inf or 0 in float32 (BLAS's NaN and
+    # inf go through)
+    a, b = rand(2, 3), rand(3, 2)
+    for name, args in (("alpha", (1e39, 0.0)), ("alpha", (1e-50, 0.0)), ("beta", (1.0, -1e39))):
+        with pytest.raises(ValueError, match=rf"ops\.gemm: `{name}` .*float32"):
+            ops.gemm(a, b, *args, out=np.ones((2, 2), np.float32))
+    assert np.isinf(ops.gemm(a, b, np.inf).numpy()).all()
 
 
 @needs_global("ops.add", "ops.swiglu", "ops.rearrange", "ops.gemm", "ops.linear", "ops.rms_norm")

@@ -44,6 +44,16 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     let b = tensor_arg(OP, args, 2, "b")?;
     let alpha = float_arg(OP, args, 3, "alpha")?;
     let beta = float_arg(OP, args, 4, "beta")?;
+    for (name, x) in [("alpha", alpha), ("beta", beta)] {
+        // the kernels scale in float32: a finite scalar past its range would turn into inf
+        // (or 0) there; NaN and inf go through as BLAS takes them
+        let r = x as f32;
+        if x.is_finite() && (r.is_infinite() || (x != 0.0 && r == 0.0)) {
+            return Err(Error::value_error(format!(
+                "{OP}: `{name}` = {x} is out of the float32 range (it rounds to {r})"
+            )));
+        }
+    }
     let mut key = Key::new();
     key.tensor(&c);
     key.tensor(&a);
