@@ -668,3 +668,45 @@ def test_remembered_shapes_devices_and_dtypes_stay_correct():
     for _ in range(2):  # a failure is not remembered as anything
         with pytest.raises(ValueError):
             anyffi.dtype(np.dtype("U3"))
+
+
+@needs_global("ops.self_attention")
+def test_attention_at_the_edges_of_float32():
+    f32 = np.float32
+    # a key 100 below the maximum weighs e^-100, not e^-87 (the exp's clamp), against a huge value
+    q, k = np.ones((1, 1, 1), f32), np.array([0.0, -100.0], f32).reshape(2, 1, 1)
+    v = np.array([0.0, 1e38], f32).reshape(2, 1, 1)
+    assert abs(ops.self_attention(q, k, v, 1.0).numpy().item()) < 1e-4
+    # values near the top of float32: the weighted mean, not an overflowed sum (one chunk of
+    # keys, and decode-length rows that the kernel splits into chunks and merges)
+    for s in (100, 4096):
+        q, k = np.zeros((1, 1, 4), f32), np.zeros((s, 1, 4), f32)
+        v = np.full((s, 1, 4), 3e37, f32)
+        np.testing.assert_allclose(ops.self_attention(q, k, v, 1.0).numpy(), 3e37, rtol=1e-5)
+    s = 1024
+    q, k, v = np.ones((1, 1, 1), f32), np.full((s, 1, 1), -200.0, f32), np.full((s, 1, 1), 1e37, f32)
+    k[0], v[0] = 0.0, 0.0
+    got = ops.self_attention(q, k, v, 1.0).numpy().item()
+    assert np.isfinite(got) and abs(got) < 1e-4
+    # inf and NaN values still give inf and NaN
+    v = np.zeros((3, 1, 2), f32)
+    v[1, 0, 0], v[2, 0, 1] = np.inf, np.nan
+    got = ops.self_attention(np.zeros((1, 1, 2), f32), np.zeros((3, 1, 2), f32), v, 1.0).numpy()
+    assert np.isinf(got[0, 0, 0]) and np.isnan(got[0, 0, 1])
+
+
+@needs_global("ops.linear", "ops.self_attention")
+def test_bf16_subnormal_activations_count():
+    ml = pytest.importorskip("ml_dtypes")
+    bf, f32 = ml.bfloat16, np.float32
+    # 1e-39 is subnormal in bf16; the bf16 dot-product instruction would take it as 0
+    x, w = np.full((2, 64), 1e-39, bf), np.full((3, 64), 1e38, bf)
+    want = 64 * float(bf(1e-39)) * float(bf(1e38))
+    for rows in (x[:1], x):
+        np.testing.assert_allclose(ops.linear(rows, w).numpy().astype(f32), want, rtol=1e-2)
+    q, k = np.full((1, 1, 64), 1e-39, bf), np.zeros((2, 1, 64), bf)
+    k[1] = 1e38
+    v = np.zeros((2, 1, 1), bf)
+    v[1] = 1
+    got = ops.self_attention(q, k, v, 1.0).numpy().astype(f32).item()
+    assert got > 0.99

@@ -244,7 +244,17 @@ unsafe fn run_t<T: Elem>(
         // SAFETY: layouts per the plan; scratch sized by it.
         unsafe {
             match p.kind {
-                Kind::Gemv if p.dtype == DType::BF16 && gemv::bf16_dot_available() => {
+                Kind::Gemv
+                    if p.dtype == DType::BF16
+                        && gemv::bf16_dot_available()
+                        && (p.k == 0
+                            || (0..p.m).all(|r| {
+                                gemv::bf16_dot_exact(std::slice::from_raw_parts(
+                                    x.offset(r as isize * p.x_rs) as *const u16,
+                                    p.k,
+                                ))
+                            })) =>
+                {
                     for r in 0..p.m {
                         let (yr, xr) =
                             (y.offset(r as isize * p.y_rs), x.offset(r as isize * p.x_rs));

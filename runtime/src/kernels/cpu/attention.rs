@@ -282,9 +282,30 @@ unsafe fn pv_tile<S: Simd, T: Elem, const HC: usize, const W: usize>(
     }
 }
 
-/// `row[j] = exp(row[j] - m)`; returns the sum.
+/// Softmax weights `exp(x)` (x = score - max <= 0) below `e^WEIGHT_FLOOR` are taken as 0.
+/// `Simd::exp` clamps its argument at -87 (the scalar level at -86.95): a key 100 below the
+/// maximum weighed e^-87 instead of e^-100, which against a value of 1e38 gave 1.7 where the
+/// answer is 4e-6 (session 17's audit). The weights dropped are below 1.7e-38 of the largest.
+const WEIGHT_FLOOR: f32 = -86.95;
+
+/// `exp(x)`, or 0 where `x < WEIGHT_FLOOR` (NaN stays NaN): a 0/1 factor from arithmetic
+/// alone (the step `(x - floor) * 2^99 + 1` clamped to [0, 1]), so every level shares it.
 #[inline(always)]
-unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
+fn weight<S: Simd>(s: S, x: S::V) -> S::V {
+    let step = s.fma(
+        s.sub(x, s.splat(WEIGHT_FLOOR)),
+        s.splat(f32::from_bits(0x7100_0000)), // 2^99
+        s.splat(1.0),
+    );
+    // x second in max/min: x86 max/min return their second operand when one is NaN
+    let keep = s.min(s.splat(1.0), s.max(s.splat(0.0), step));
+    s.mul(s.exp(x), keep)
+}
+
+/// `row[j] = exp(row[j] - m)`, by `weight` where `floor` (a score of the row is more than
+/// -WEIGHT_FLOOR below `m`); returns the sum.
+#[inline(always)]
+unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32, floor: bool) -> f32 {
     let l = S::LANES;
     let mut i = 0;
     // SAFETY: n elements.
@@ -292,14 +313,19 @@ unsafe fn exp_sum<S: Simd>(s: S, row: *mut f32, n: usize, m: f32) -> f32 {
         let mv = s.splat(m);
         let mut acc = s.splat(0.0);
         while i + l <= n {
-            let e = s.exp(s.sub(s.load(row.add(i)), mv));
+            let x = s.sub(s.load(row.add(i)), mv);
+            let e = if floor { weight(s, x) } else { s.exp(x) };
             s.store(row.add(i), e);
             acc = s.add(acc, e);
             i += l;
         }
         let mut t = s.reduce_sum(acc);
         while i < n {
-            let e = Scalar.exp(*row.add(i) - m);
+            let e = if floor {
+                weight(Scalar, *row.add(i) - m)
+            } else {
+                Scalar.exp(*row.add(i) - m)
+            };
             *row.add(i) = e;
             t += e;
             i += 1;
@@ -483,7 +509,7 @@ unsafe fn dp_block<const NV: usize, const MASKED: bool, const HT: usize>(
 /// AVX-512 F/BW/DQ and AVX512_BF16 present; `row` holds `n` floats, `out` `n + 1` bf16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
-unsafe fn exp_round_bf16(row: *const f32, n: usize, m: f32, out: *mut u16) -> f32 {
+unsafe fn exp_round_bf16(row: *const f32, n: usize, m: f32, out: *mut u16, floor: bool) -> f32 {
     use std::arch::x86_64::{
         __m256i, __mmask16, _mm256_mask_storeu_epi16, _mm512_castsi512_ps, _mm512_cvtepu16_epi32,
         _mm512_cvtneps_pbh, _mm512_mask_add_ps, _mm512_maskz_loadu_ps, _mm512_reduce_add_ps,
@@ -501,7 +527,8 @@ unsafe fn exp_round_bf16(row: *const f32, n: usize, m: f32, out: *mut u16) -> f3
             } else {
                 (1u16 << (n - j)) - 1
             };
-            let e = s.exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row.add(j)), mv));
+            let x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row.add(j)), mv);
+            let e = if floor { weight(s, x) } else { s.exp(x) };
             // exp(x - m) <= 1; the instruction flushes results below 2^-126 to zero, and the
             // sum below adds the values as rounded.
             let b: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
@@ -740,7 +767,8 @@ fn prefetch_keys<T>(
 const PV_KEYS: usize = 32;
 
 /// One item: KV head `g`, query row `i`, keys `j0..j1`. Writes `m[G]`, `lsum[G]`,
-/// `acc[G * dv]` (unnormalised).
+/// `acc[G * dv]` (unnormalised). `dp`: bf16 scores and values with `vdpbf16ps`
+/// (`scores_by_bf16_dot` and the queries free of subnormals: `gemv::bf16_dot_exact`).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn item_body<S: Simd, T: Elem>(
@@ -757,6 +785,7 @@ unsafe fn item_body<S: Simd, T: Elem>(
     m: *mut f32,
     lsum: *mut f32,
     acc: *mut f32,
+    dp: bool,
 ) {
     // SAFETY: the caller sized every buffer from `dims`; indices are in range.
     unsafe {
@@ -780,7 +809,7 @@ unsafe fn item_body<S: Simd, T: Elem>(
         let use_tiles = crate::kernels::cpu::sgemm_nt::available() && n > 0;
         #[cfg(not(target_arch = "x86_64"))]
         let use_tiles = false;
-        let use_dp = n > 0 && scores_by_bf16_dot::<T>(dm.d);
+        let use_dp = n > 0 && is_bf16::<T>() && dp;
         // bf16 weights of the dp path, after the widened-key region (`grp` rows there):
         // `grp` rows of `n` rounded up to even
         #[cfg(target_arch = "x86_64")]
@@ -929,17 +958,25 @@ unsafe fn item_body<S: Simd, T: Elem>(
         }
         for hh in 0..grp {
             let row = sc.add(hh * n);
-            let mut mv = s.splat(f32::NEG_INFINITY);
+            // the maximum, and the minimum (as the maximum of the negated scores) to see
+            // whether any weight falls below the floor
+            let (mut mv, mut nv) = (s.splat(f32::NEG_INFINITY), s.splat(f32::NEG_INFINITY));
             let mut jj = 0;
             while jj + S::LANES <= n {
-                mv = s.max(mv, s.load(row.add(jj)));
+                let x = s.load(row.add(jj));
+                mv = s.max(mv, x);
+                nv = s.max(nv, s.sub(s.splat(0.0), x));
                 jj += S::LANES;
             }
-            let mut mx = s.reduce_max(mv);
+            let (mut mx, mut mn) = (s.reduce_max(mv), -s.reduce_max(nv));
             while jj < n {
                 mx = mx.max(*row.add(jj));
+                mn = mn.min(*row.add(jj));
                 jj += 1;
             }
+            // (NaN, or -inf scores, take the floored way too)
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            let floor = !(mn - mx >= WEIGHT_FLOOR);
             *m.add(hh) = mx;
             if mx == f32::NEG_INFINITY {
                 // every score of the chunk -inf: every weight is exactly 0 and so is the sum,
@@ -958,10 +995,14 @@ unsafe fn item_body<S: Simd, T: Elem>(
             #[cfg(target_arch = "x86_64")]
             if use_dp {
                 // bf16 weights for the vdpbf16ps value pass (pairs of keys per instruction)
-                *lsum.add(hh) = exp_round_bf16(row, n, mx, pb.add(hh * pbs));
+                *lsum.add(hh) = exp_round_bf16(row, n, mx, pb.add(hh * pbs), floor);
                 continue;
             }
-            *lsum.add(hh) = if n == 0 { 0.0 } else { exp_sum(s, row, n, mx) };
+            *lsum.add(hh) = if n == 0 {
+                0.0
+            } else {
+                exp_sum(s, row, n, mx, floor)
+            };
         }
         #[cfg(target_arch = "x86_64")]
         if use_dp {
@@ -1080,6 +1121,61 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>) -> R) -> R {
     })
 }
 
+/// Query head `h` of row `i` over keys `j0..j1` in f64 from the same inputs, for the rare item
+/// whose f32 weighted sum overflowed: writes the head's `m` and `l` (as `item_body` does) and
+/// its weighted mean of the values into `acc`.
+///
+/// # Safety
+/// As `item_body`'s: the tensors hold the addressed rows.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn head_f64<T: Elem>(
+    dm: &AttnDims,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    h: usize,
+    i: usize,
+    j0: usize,
+    j1: usize,
+    m: *mut f32,
+    l: *mut f32,
+    acc: &mut [f32],
+) {
+    let g = h / (dm.h / dm.hk);
+    // SAFETY: rows within the validated shapes (caller).
+    unsafe {
+        let qrow = q.add((i * dm.h + h) * dm.d);
+        // the scale applied in f32 as the kernels do
+        let qf: Vec<f64> = (0..dm.d)
+            .map(|t| ((*qrow.add(t)).to_f32() * dm.scale) as f64)
+            .collect();
+        let scores: Vec<f64> = (j0..j1)
+            .map(|j| {
+                let krow = k.add((j * dm.hk + g) * dm.d);
+                (0..dm.d)
+                    .map(|t| qf[t] * (*krow.add(t)).to_f32() as f64)
+                    .sum()
+            })
+            .collect();
+        let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = scores.iter().map(|x| (x - mx).exp()).collect();
+        let sum: f64 = w.iter().sum();
+        for (t, a) in acc.iter_mut().enumerate() {
+            let mut x = 0f64;
+            for (jj, wj) in w.iter().enumerate() {
+                if *wj != 0.0 {
+                    x += wj * (*v.add(((j0 + jj) * dm.hk + g) * dm.dv + t)).to_f32() as f64;
+                }
+            }
+            *a = (x / sum) as f32;
+        }
+        *m = mx as f32;
+        *l = sum as f32;
+    }
+}
+
 /// Whether `item_body` scores keys of size `d` with `scores_bf16_dp` (bf16 with AVX512_BF16).
 fn scores_by_bf16_dot<T: Elem>(d: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -1094,9 +1190,9 @@ fn scores_by_bf16_dot<T: Elem>(d: usize) -> bool {
 }
 
 /// Whether `item_body` may widen a chunk's keys into scratch: half types, unless the bf16
-/// dot-product path scores them where they are.
-fn widens_keys<T: Elem>(d: usize) -> bool {
-    std::mem::size_of::<T>() != 4 && !scores_by_bf16_dot::<T>(d)
+/// dot-product path (`dp`) scores them where they are.
+fn widens_keys<T: Elem>(dp: bool) -> bool {
+    std::mem::size_of::<T>() != 4 && !dp
 }
 
 /// Runs causal GQA attention.
@@ -1113,6 +1209,11 @@ pub unsafe fn self_attention<T: Elem>(
 ) {
     let grp = dm.h / dm.hk;
     let rows = dm.hk * dm.l;
+    // SAFETY: q holds L * H * D elements (of 2 bytes where `scores_by_bf16_dot` holds).
+    let dp = scores_by_bf16_dot::<T>(dm.d)
+        && crate::kernels::cpu::gemv::bf16_dot_exact(unsafe {
+            std::slice::from_raw_parts(q as *const u16, dm.l * dm.h * dm.d)
+        });
     // Work items are (KV head, query row, key chunk), run in (row, chunk, head) order, so the
     // threads read the KV heads of the same keys together. Keys are split only when there are
     // too few query rows to keep the threads busy.
@@ -1143,17 +1244,13 @@ pub unsafe fn self_attention<T: Elem>(
         let j1 = ((c + 1) * chunk_len).min(limit);
         // q rows | scores | the chunk's keys widened to f32 (half types on the AVX-512 tile
         // path) or the q rows in pair order (bf16 on AVX2)
-        let last = if widens_keys::<T>(dm.d) {
+        let last = if widens_keys::<T>(dp) {
             (j1 - j0).max(grp)
         } else {
             grp
         };
         // and the bf16 weights of the dp path (`grp` rows of (j1 - j0) rounded up to even)
-        let weights = if scores_by_bf16_dot::<T>(dm.d) {
-            grp * (j1 - j0 + 1) / 2 + 1
-        } else {
-            0
-        };
+        let weights = if dp { grp * (j1 - j0 + 1) / 2 + 1 } else { 0 };
         let need = grp * dm.d + grp * (j1 - j0) + last * dm.d + weights;
         if scratch.len() < need {
             scratch.resize(need, 0.0);
@@ -1178,16 +1275,41 @@ pub unsafe fn self_attention<T: Elem>(
         );
         // SAFETY: buffers sized above; indices within the validated shapes.
         unsafe {
-            multiversion!(item_body, [T: Elem], (dims: *const AttnDims, q: *const T, k: *const T, v: *const T, g: usize, i: usize, j0: usize, j1: usize, scratch: *mut f32, m: *mut f32, lsum: *mut f32, acc: *mut f32))
+            multiversion!(item_body, [T: Elem], (dims: *const AttnDims, q: *const T, k: *const T, v: *const T, g: usize, i: usize, j0: usize, j1: usize, scratch: *mut f32, m: *mut f32, lsum: *mut f32, acc: *mut f32, dp: bool))
         };
-        if chunks == 1 {
-            for hh in 0..grp {
-                // SAFETY: row (i, g*grp+hh) of out belongs to this item only.
-                unsafe {
+        for hh in 0..grp {
+            // SAFETY: head hh's part of the slot; row (i, g*grp+hh) of out belongs to this
+            // item only.
+            unsafe {
+                // The slot keeps each head's weighted mean of the values, not the sum: the
+                // chunks' means merge as a convex combination, which cannot overflow where
+                // the sums could (values near 1e37-1e38 made inf, and NaN in the merge).
+                let l = *lsum.add(hh);
+                let a = std::slice::from_raw_parts_mut(acc.add(hh * dm.dv), dm.dv);
+                let inv = 1.0 / l;
+                a.iter_mut().for_each(|x| *x *= inv);
+                let finite = a.iter().fold(true, |f, x| f & x.is_finite());
+                if !finite && l > 0.0 && l.is_finite() {
+                    // the weighted sum overflowed f32 (or a value is inf or NaN): again in f64
+                    head_f64(
+                        &dm,
+                        q,
+                        k,
+                        v,
+                        g * grp + hh,
+                        i,
+                        j0,
+                        j1,
+                        m.add(hh),
+                        lsum.add(hh),
+                        a,
+                    );
+                }
+                if chunks == 1 {
+                    // (an all -inf row has l = 0: 0 * inf = NaN, as softmax gives)
                     let o = op.get().add((i * dm.h + g * grp + hh) * dm.dv);
-                    let inv = 1.0 / *lsum.add(hh);
-                    for t in 0..dm.dv {
-                        *o.add(t) = T::from_f32(*acc.add(hh * dm.dv + t) * inv);
+                    for (t, x) in a.iter().enumerate() {
+                        *o.add(t) = T::from_f32(*x);
                     }
                 }
             }
@@ -1228,16 +1350,26 @@ pub unsafe fn self_attention<T: Elem>(
                 let mx = (0..chunks)
                     .map(|c| slot(c)[hh])
                     .fold(f32::NEG_INFINITY, f32::max);
-                let mut den = 0.0f32;
-                let mut acc = vec![0f32; dm.dv];
-                for c in 0..chunks {
+                // chunk c's share of the softmax: e^(m_c - max) * l_c (a chunk whose scores
+                // are all -inf has l_c = 0 and no share)
+                let share = |c: usize| {
                     let sl = slot(c);
                     if sl[grp + hh] == 0.0 {
+                        0.0
+                    } else {
+                        (sl[hh] - mx).exp() * sl[grp + hh]
+                    }
+                };
+                let den: f32 = (0..chunks).map(share).sum();
+                // every chunk without a share: 0 / 0, NaN as softmax gives
+                let mut acc = vec![if den == 0.0 { f32::NAN } else { 0.0 }; dm.dv];
+                for c in 0..chunks {
+                    let w = share(c);
+                    if w == 0.0 {
                         continue;
                     }
-                    let w = (sl[hh] - mx).exp();
-                    den += w * sl[grp + hh];
-                    let a = &sl[2 * grp + hh * dm.dv..][..dm.dv];
+                    let w = w / den;
+                    let a = &slot(c)[2 * grp + hh * dm.dv..][..dm.dv];
                     for (o, x) in acc.iter_mut().zip(a) {
                         *o += w * x;
                     }
@@ -1246,7 +1378,7 @@ pub unsafe fn self_attention<T: Elem>(
                 unsafe {
                     let o = out.add((i * dm.h + g * grp + hh) * dm.dv);
                     for (t, x) in acc.iter().enumerate() {
-                        *o.add(t) = T::from_f32(x / den);
+                        *o.add(t) = T::from_f32(*x);
                     }
                 }
             }
@@ -1325,8 +1457,9 @@ mod tests {
                 let row = &scores[h * n..(h + 1) * n];
                 let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
                 // SAFETY: AVX512_BF16 checked; n scores, n + 1 weights.
-                lsum[h] =
-                    unsafe { exp_round_bf16(row.as_ptr(), n, m, pb.as_mut_ptr().add(h * pbs)) };
+                lsum[h] = unsafe {
+                    exp_round_bf16(row.as_ptr(), n, m, pb.as_mut_ptr().add(h * pbs), true)
+                };
                 let mut want_sum = 0f64;
                 for (j, x) in row.iter().enumerate() {
                     let got = bf16::from_bits(pb[h * pbs + j]).to_f64();

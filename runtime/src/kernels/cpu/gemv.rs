@@ -316,6 +316,19 @@ pub fn bf16_dot_available() -> bool {
     false
 }
 
+/// Whether `vdpbf16ps` gives exact products for these bf16 values of the vector side (the GEMV's
+/// x, attention's queries): the instruction takes subnormal inputs as zero, and a subnormal
+/// times a large weight or key is not negligible (x = 1e-39 against w = 1e38 gave 0 instead
+/// of 0.1 per term, and M = 1 answered otherwise than M = 2; session 17's audit). Rows with
+/// one go the widening way. (Subnormal weights, keys and values still count as zero there:
+/// against normal x their terms stay below 1.2e-38 of the others.)
+pub fn bf16_dot_exact(x: &[u16]) -> bool {
+    // exponent bits zero with a non-zero fraction: subnormal (no early exit, so that the
+    // loop vectorises)
+    !x.iter()
+        .fold(false, |any, &b| any | ((b & 0x7f80 == 0) & (b & 0x7f != 0)))
+}
+
 /// bf16 GEMV with `vdpbf16ps`: pairs of bf16 products (exact in f32) accumulated in f32, 32
 /// weights per instruction, x used as stored (bf16, so nothing is rounded that was not
 /// already). Versus widening each weight (load, zero-extend, shift, FMA per 16) it needs a
