@@ -710,3 +710,17 @@ def test_bf16_subnormal_activations_count():
     v[1] = 1
     got = ops.self_attention(q, k, v, 1.0).numpy().astype(f32).item()
     assert got > 0.99
+
+
+@needs_global("ops.gemm")
+def test_gemm_of_one_row_keeps_its_accuracy_over_long_k():
+    # one row against a row-major B went through a single f32 chain per output (1.8e-5 at this K)
+    r = np.random.default_rng(1)
+    k = 262147
+    a = (r.random((1, k)) * 0.1).astype(np.float32)
+    b = (r.random((k, 3)) * 0.01).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((1, 3), 2.0, np.float32)
+    ops.gemm(a, b, 1.0, 0.5, out=c)
+    np.testing.assert_allclose(c, want + 1.0, rtol=2e-6)
+    np.testing.assert_allclose(ops.gemm(a, b, 2.0).numpy(), 2 * want, rtol=2e-6)
