@@ -9,7 +9,16 @@
 //! 16), more than many decode-sized kernels take in all. Here the caller starts at once, and
 //! a helper that is still spinning joins within a fraction of a microsecond; a sleeping one
 //! is woken and joins if work is left when it arrives. The spin (`ANYFFI_SPIN_US`, default
-//! 100 us; 0 sleeps at once) is what OpenMP runtimes and OpenBLAS do too.
+//! 300 us, about libgomp's default spin; 0 sleeps at once) is what OpenMP runtimes and
+//! OpenBLAS do too (OpenBLAS spins for ~0.1 s).
+//!
+//! The caller waits for its helpers' last chunks the same way: 20 us of pure spinning, then
+//! spinning with `sched_yield` (a helper that shares its core gets it) for the rest of the
+//! spin, then sleeping. With 20 us and then sleep (session 16), a helper late to a call (woken
+//! from sleep after an idle gap) made the caller sleep, the caller's own wake-up outlasted the
+//! helper's 100 us spin, and the pair fell into sleeping and waking on every call: bursts of
+//! (16,1536,1536) `linear` after 50 ms gaps ran at the one-thread time (median 0.35 against
+//! 0.19 ms; performance log, session 17).
 //!
 //! Protocol. `state` holds `epoch << 32 | CLOSED | joined`. The caller publishes a job by
 //! storing a new epoch (open, nobody joined); a helper joins by incrementing `joined` with a
@@ -27,7 +36,8 @@ use std::sync::{Condvar, Mutex, TryLockError};
 use super::ForkLocal;
 use std::time::{Duration, Instant};
 
-/// How long the caller spins for the helpers' last chunks before it sleeps.
+/// How long the caller spins for the helpers' last chunks before it also yields its core
+/// while spinning (until the team's `spin`), and then sleeps.
 const FINISH_SPIN: Duration = Duration::from_micros(20);
 
 const CLOSED: u64 = 1 << 31;
@@ -86,7 +96,7 @@ pub(crate) fn team(helpers: usize) -> Option<&'static Team> {
         let spin_us = std::env::var("ANYFFI_SPIN_US")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(100);
+            .unwrap_or(300);
         let team: &'static Team = Box::leak(Box::new(Team {
             state: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
@@ -177,13 +187,20 @@ impl Team {
                 let t = self.0;
                 let s = t.state.fetch_or(CLOSED, Ordering::AcqRel);
                 let joined = (s & JOINED) as u32;
-                // The helpers that joined are finishing their last chunks: spin a little, then
-                // sleep, so that a helper the scheduler took off its core can have this one.
+                // The helpers that joined are finishing their last chunks: spin, then spin and
+                // yield, then sleep, so that a helper the scheduler took off its core can have
+                // this one.
                 let start = Instant::now();
                 let mut spins = 0u32;
                 while t.done.load(Ordering::Acquire) != joined {
                     spins = spins.wrapping_add(1);
                     if spins % 64 == 0 && start.elapsed() >= FINISH_SPIN {
+                        if start.elapsed() < t.spin {
+                            // a helper late to its last chunk: keep waiting awake, but let a
+                            // helper that shares this core run
+                            std::thread::yield_now();
+                            continue;
+                        }
                         let mut park = t.park.lock().unwrap_or_else(|e| e.into_inner());
                         t.waiting.store(true, Ordering::SeqCst);
                         while t.done.load(Ordering::SeqCst) != joined {
