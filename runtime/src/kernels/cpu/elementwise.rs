@@ -357,12 +357,11 @@ mod tests {
     fn tails_and_strided_rows_round_as_the_body() {
         use super::super::simd::{force_level, Level};
         let n = 301;
-        let g: Vec<f32> = (0..n)
+        let mut g: Vec<f32> = (0..n)
             .map(|i| ((i * 7919) % 1000) as f32 * 0.013 - 6.5)
             .collect();
         let u: Vec<f32> = (0..n).map(|i| 1.0 + (i % 17) as f32 * 0.25).collect();
         // 0.82161814 gave 0.57067937 in the body and 0.5706793 in a tail (audit, session 17)
-        let (mut g, u) = (g, u);
         g[0] = 0.821_618_14;
         g[n - 1] = 0.821_618_14;
         for lv in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
