@@ -73,6 +73,19 @@ unsafe fn binary_body<S: Simd, T: Elem, O: BinaryOp>(
                 i += 2 * l;
             }
         }
+        while i + 4 * l <= n {
+            let (x0, x1) = (T::load(s, a.add(i)), T::load(s, a.add(i + l)));
+            let (x2, x3) = (T::load(s, a.add(i + 2 * l)), T::load(s, a.add(i + 3 * l)));
+            let (y0, y1) = (T::load(s, b.add(i)), T::load(s, b.add(i + l)));
+            let (y2, y3) = (T::load(s, b.add(i + 2 * l)), T::load(s, b.add(i + 3 * l)));
+            let (v0, v1) = (O::apply(s, x0, y0), O::apply(s, x1, y1));
+            let (v2, v3) = (O::apply(s, x2, y2), O::apply(s, x3, y3));
+            put(s, nt, c.add(i), v0);
+            put(s, nt, c.add(i + l), v1);
+            put(s, nt, c.add(i + 2 * l), v2);
+            put(s, nt, c.add(i + 3 * l), v3);
+            i += 4 * l;
+        }
         while i + 2 * l <= n {
             let x0 = T::load(s, a.add(i));
             let y0 = T::load(s, b.add(i));
