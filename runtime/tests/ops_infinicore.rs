@@ -288,6 +288,17 @@ fn gemm_cases() {
             None,
             Some(&[1, 33]),
         ),
+        // one row over a K of three `gemm`-crate blocks (row-major B), into a strided C
+        (
+            2.0,
+            0.5,
+            &[1, 10000],
+            &[10000, 5],
+            &[1, 5],
+            None,
+            None,
+            Some(&[10, 2]),
+        ),
     ];
     for &(alpha, beta, ash, bsh, csh, sa, sb, sc) in cases {
         for dt in FLOATS {
