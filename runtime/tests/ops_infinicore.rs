@@ -424,7 +424,8 @@ fn rearrange_layouts() {
 
 #[test]
 fn every_simd_level_agrees() {
-    use tvm_ffi::kernels::cpu::simd::{force_level, Level};
+    use tvm_ffi::kernels::cpu::simd::{force_level, level_lock, Level};
+    let _level = level_lock();
     let mut rng = Rng::new(17);
     let d = 4096usize + 13;
     let di = d as i64;

@@ -693,6 +693,14 @@ def test_attention_at_the_edges_of_float32():
     v[1, 0, 0], v[2, 0, 1] = np.inf, np.nan
     got = ops.self_attention(np.zeros((1, 1, 2), f32), np.zeros((3, 1, 2), f32), v, 1.0).numpy()
     assert np.isinf(got[0, 0, 0]) and np.isnan(got[0, 0, 1])
+    # ... also at a key whose weight is 0 (numpy's p @ v: 0 * NaN), in one chunk of keys or
+    # in a chunk of a split decode row whose share of the softmax underflows
+    k, v = np.array([0.0, -1000.0], f32).reshape(2, 1, 1), np.array([1.0, np.nan], f32).reshape(2, 1, 1)
+    assert np.isnan(ops.self_attention(np.ones((1, 1, 1), f32), k, v, 1.0).numpy()).all()
+    for s in (500, 1024, 4096):
+        k, v = np.full((s, 1, 1), -200.0, f32), np.zeros((s, 1, 1), f32)
+        k[0], v[s - 10] = 0.0, np.nan
+        assert np.isnan(ops.self_attention(np.ones((1, 1, 1), f32), k, v, 1.0).numpy()).all(), s
 
 
 @needs_global("ops.linear", "ops.self_attention")
@@ -704,12 +712,16 @@ def test_bf16_subnormal_activations_count():
     want = 64 * float(bf(1e-39)) * float(bf(1e38))
     for rows in (x[:1], x):
         np.testing.assert_allclose(ops.linear(rows, w).numpy().astype(f32), want, rtol=1e-2)
-    q, k = np.full((1, 1, 64), 1e-39, bf), np.zeros((2, 1, 64), bf)
-    k[1] = 1e38
-    v = np.zeros((2, 1, 1), bf)
-    v[1] = 1
-    got = ops.self_attention(q, k, v, 1.0).numpy().astype(f32).item()
-    assert got > 0.99
+    # and the mirror image: subnormal weights against a huge x (rows of 1e38, weights of 1e-39)
+    for rows in (w[:1], w):
+        np.testing.assert_allclose(ops.linear(rows, x).numpy().astype(f32), want, rtol=1e-2)
+    for qv, kv in ((1e-39, 1e38), (1e38, 1e-39)):
+        q, k = np.full((1, 1, 64), qv, bf), np.zeros((2, 1, 64), bf)
+        k[1] = kv
+        v = np.zeros((2, 1, 1), bf)
+        v[1] = 1
+        got = ops.self_attention(q, k, v, 1.0).numpy().astype(f32).item()
+        assert got > 0.99, (qv, kv)
 
 
 @needs_global("ops.gemm")

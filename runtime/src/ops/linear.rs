@@ -247,13 +247,9 @@ unsafe fn run_t<T: Elem>(
                 Kind::Gemv
                     if p.dtype == DType::BF16
                         && gemv::bf16_dot_available()
-                        && (p.k == 0
-                            || (0..p.m).all(|r| {
-                                gemv::bf16_dot_exact(std::slice::from_raw_parts(
-                                    x.offset(r as isize * p.x_rs) as *const u16,
-                                    p.k,
-                                ))
-                            })) =>
+                        && (0..p.m).all(|r| {
+                            gemv::bf16_dot_exact(x.offset(r as isize * p.x_rs) as *const u16, p.k)
+                        }) =>
                 {
                     for r in 0..p.m {
                         let (yr, xr) =

@@ -1163,11 +1163,11 @@ unsafe fn head_f64<T: Elem>(
         let w: Vec<f64> = scores.iter().map(|x| (x - mx).exp()).collect();
         let sum: f64 = w.iter().sum();
         for (t, a) in acc.iter_mut().enumerate() {
+            // every key, weight 0 or not: a NaN or infinite value makes the row NaN, as the
+            // vector paths (0 * NaN) and numpy's `p @ v` do
             let mut x = 0f64;
             for (jj, wj) in w.iter().enumerate() {
-                if *wj != 0.0 {
-                    x += wj * (*v.add(((j0 + jj) * dm.hk + g) * dm.dv + t)).to_f32() as f64;
-                }
+                x += wj * (*v.add(((j0 + jj) * dm.hk + g) * dm.dv + t)).to_f32() as f64;
             }
             *a = (x / sum) as f32;
         }
@@ -1211,9 +1211,9 @@ pub unsafe fn self_attention<T: Elem>(
     let rows = dm.hk * dm.l;
     // SAFETY: q holds L * H * D elements (of 2 bytes where `scores_by_bf16_dot` holds).
     let dp = scores_by_bf16_dot::<T>(dm.d)
-        && crate::kernels::cpu::gemv::bf16_dot_exact(unsafe {
-            std::slice::from_raw_parts(q as *const u16, dm.l * dm.h * dm.d)
-        });
+        && unsafe {
+            crate::kernels::cpu::gemv::bf16_dot_exact(q as *const u16, dm.l * dm.h * dm.d)
+        };
     // Work items are (KV head, query row, key chunk), run in (row, chunk, head) order, so the
     // threads read the KV heads of the same keys together. Keys are split only when there are
     // too few query rows to keep the threads busy.
@@ -1350,25 +1350,17 @@ pub unsafe fn self_attention<T: Elem>(
                 let mx = (0..chunks)
                     .map(|c| slot(c)[hh])
                     .fold(f32::NEG_INFINITY, f32::max);
-                // chunk c's share of the softmax: e^(m_c - max) * l_c (a chunk whose scores
-                // are all -inf has l_c = 0 and no share)
-                let share = |c: usize| {
-                    let sl = slot(c);
-                    if sl[grp + hh] == 0.0 {
-                        0.0
-                    } else {
-                        (sl[hh] - mx).exp() * sl[grp + hh]
-                    }
-                };
-                let den: f32 = (0..chunks).map(share).sum();
-                // every chunk without a share: 0 / 0, NaN as softmax gives
+                // chunk c's share of the softmax: e^(m_c - max) * l_c. A chunk whose scores are
+                // all -inf (l_c = 0) has none and is skipped; one whose share underflows to 0
+                // still adds 0 * its mean, so that a NaN or infinite value in it makes the row
+                // NaN, as the single-chunk path and numpy do.
+                let live = |c: usize| slot(c)[grp + hh] != 0.0;
+                let share = |c: usize| (slot(c)[hh] - mx).exp() * slot(c)[grp + hh];
+                let den: f32 = (0..chunks).filter(|&c| live(c)).map(share).sum();
+                // no chunk with a share: 0 / 0, NaN as softmax gives
                 let mut acc = vec![if den == 0.0 { f32::NAN } else { 0.0 }; dm.dv];
-                for c in 0..chunks {
-                    let w = share(c);
-                    if w == 0.0 {
-                        continue;
-                    }
-                    let w = w / den;
+                for c in (0..chunks).filter(|&c| live(c)) {
+                    let w = share(c) / den;
                     let a = &slot(c)[2 * grp + hh * dm.dv..][..dm.dv];
                     for (o, x) in acc.iter_mut().zip(a) {
                         *o += w * x;

@@ -319,6 +319,7 @@ mod tests {
     /// not make the result infinite when the result itself is finite.
     #[test]
     fn swiglu_edges_follow_the_reference() {
+        let _level = super::super::simd::level_lock();
         use super::super::simd::{force_level, Level};
         let cases: [(f32, f32); 17] = [
             (-1e35, 1.0),
@@ -385,6 +386,7 @@ mod tests {
     /// so tails once went through it and gave other bits than the body.
     #[test]
     fn tails_and_strided_rows_round_as_the_body() {
+        let _level = super::super::simd::level_lock();
         use super::super::simd::{force_level, Level};
         let n = 301;
         let mut g: Vec<f32> = (0..n)
@@ -446,6 +448,7 @@ mod tests {
     /// element-by-element arithmetic.
     #[test]
     fn streamed_outputs_match_scalar_arithmetic() {
+        let _level = super::super::simd::level_lock();
         let n = super::super::stream_min_bytes() / 4 + 77;
         assert!(stream_output(n * 4));
         let a: Vec<f32> = (0..n + 3)

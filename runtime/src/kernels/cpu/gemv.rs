@@ -316,17 +316,27 @@ pub fn bf16_dot_available() -> bool {
     false
 }
 
-/// Whether `vdpbf16ps` gives exact products for these bf16 values of the vector side (the GEMV's
-/// x, attention's queries): the instruction takes subnormal inputs as zero, and a subnormal
-/// times a large weight or key is not negligible (x = 1e-39 against w = 1e38 gave 0 instead
-/// of 0.1 per term, and M = 1 answered otherwise than M = 2; session 17's audit). Rows with
-/// one go the widening way. (Subnormal weights, keys and values still count as zero there:
-/// against normal x their terms stay below 1.2e-38 of the others.)
-pub fn bf16_dot_exact(x: &[u16]) -> bool {
-    // exponent bits zero with a non-zero fraction: subnormal (no early exit, so that the
-    // loop vectorises)
-    !x.iter()
-        .fold(false, |any, &b| any | ((b & 0x7f80 == 0) & (b & 0x7f != 0)))
+/// Whether `vdpbf16ps` serves these `n` bf16 values of the vector side (the GEMV's x,
+/// attention's queries) at `x` (any alignment; not read when `n` is 0). The instruction takes
+/// subnormal inputs as zero: a subnormal x against a large weight lost its term (x = 1e-39
+/// against w = 1e38 gave 0 instead of 0.1 per term, and M = 1 answered otherwise than M = 2;
+/// session 17's audit), and so does a subnormal weight or key against a large x. So x must
+/// hold no subnormal and no value of 2^64 or more; then a subnormal weight, key or value,
+/// still read as zero, drops a term below 2^-62 in size. Otherwise the widening paths run.
+///
+/// # Safety
+/// `n` readable u16 at `x` when `n > 0`.
+pub unsafe fn bf16_dot_exact(x: *const u16, n: usize) -> bool {
+    // exponent bits zero with a non-zero fraction (subnormal), or exponent 127 + 64 and up
+    // (no early exit, so that the loop vectorises)
+    let mut bad = false;
+    for i in 0..n {
+        // SAFETY: i < n (caller).
+        let b = unsafe { x.add(i).read_unaligned() };
+        let e = b & 0x7f80;
+        bad |= (e == 0) & (b & 0x7f != 0) | (e >= (127 + 64) << 7);
+    }
+    !bad
 }
 
 /// bf16 GEMV with `vdpbf16ps`: pairs of bf16 products (exact in f32) accumulated in f32, 32

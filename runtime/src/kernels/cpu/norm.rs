@@ -447,6 +447,7 @@ mod tests {
 
     #[test]
     fn grouped_rows_match_row_by_row() {
+        let _level = super::super::simd::level_lock();
         if super::super::simd::level() < super::super::simd::Level::Avx2 {
             return;
         }
@@ -465,6 +466,7 @@ mod tests {
     /// every `SUM_BLOCK` elements (a plain f32 sum of a 2^24-element row was off by 3e-5).
     #[test]
     fn long_rows_sum_in_blocks() {
+        let _level = super::super::simd::level_lock();
         for d in [SUM_BLOCK - 3, SUM_BLOCK + 5, 1 << 22] {
             // values in [0, 1): every square adds to the sum, the worst case for f32 lanes
             let x: Vec<f32> = (0..d)

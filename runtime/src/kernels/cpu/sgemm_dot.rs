@@ -181,6 +181,7 @@ mod tests {
     /// level the kernel compiles for (the AVX-512 monomorph reduces lane by lane).
     #[test]
     fn matches_a_float64_reference() {
+        let _level = super::super::simd::level_lock();
         use super::super::simd::force_level;
         for lv in [Level::Scalar, Level::Avx2, Level::Avx512] {
             force_level(lv);
@@ -235,6 +236,7 @@ mod tests {
     /// the same sums as f32 B holding the same (rounded) values, at every level.
     #[test]
     fn half_b_matches_the_widened_product() {
+        let _level = super::super::simd::level_lock();
         use super::super::simd::force_level;
         use half::{bf16, f16};
         for lv in [Level::Scalar, Level::Avx2, Level::Avx512] {

@@ -98,6 +98,14 @@ pub fn force_level(want: Level) -> Level {
     l
 }
 
+/// Serialises the tests that switch levels with `force_level` or compare the bits of results
+/// computed at the level in use: the level is one global, and `cargo test` runs tests on
+/// several threads (one test switching levels made another's bit-exact comparison fail).
+pub fn level_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether `T` is `bf16` (the element type the pair-space paths serve).
 #[inline(always)]
 pub fn is_bf16<T: 'static>() -> bool {
@@ -1152,6 +1160,7 @@ mod tests {
 
     #[test]
     fn reduce_lanes_sums_each_vector_at_every_level() {
+        let _level = super::level_lock();
         for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
             let lv = force_level(want);
             let mut out = [0f32; 16];
@@ -1171,6 +1180,7 @@ mod tests {
 
     #[test]
     fn exp_and_sincos_are_accurate_at_every_level() {
+        let _level = super::level_lock();
         for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
             let l = force_level(want);
             // a fine grid over the whole unclamped range, and the neighbourhood of 0
@@ -1199,6 +1209,7 @@ mod tests {
 
     #[test]
     fn exp_edges_agree_at_every_level() {
+        let _level = super::level_lock();
         let xs = [
             f32::NEG_INFINITY,
             -1e30,
@@ -1248,6 +1259,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn hardware_bf16_store_matches_software_rounding() {
+        let _level = super::level_lock();
         if !(is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512bf16"))
@@ -1310,6 +1322,7 @@ mod pair_tests {
 
     #[test]
     fn pair_order_round_trips_and_matches_the_pair_loads() {
+        let _level = super::level_lock();
         let x: Vec<f32> = (0..37).map(|i| i as f32).collect();
         for lanes in [1, 8, 16] {
             let mut p = vec![0f32; x.len()];
@@ -1351,6 +1364,7 @@ mod pair_tests {
     /// subnormals kept) and put every value back in its natural place.
     #[test]
     fn bf16_pair_stores_round_once_at_every_level() {
+        let _level = super::level_lock();
         let mut vals: Vec<f32> = vec![
             1.0,
             -2.5,
@@ -1410,6 +1424,7 @@ mod pair_tests {
 
     #[test]
     fn bf16_pair_loads_split_even_and_odd_at_every_level() {
+        let _level = super::level_lock();
         let vals: Vec<f32> = (0..32).map(|i| (i as f32 - 10.5) * 0.75).collect();
         let bits: Vec<u16> = vals.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
         for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {

@@ -9,8 +9,9 @@
 //! 16), more than many decode-sized kernels take in all. Here the caller starts at once, and
 //! a helper that is still spinning joins within a fraction of a microsecond; a sleeping one
 //! is woken and joins if work is left when it arrives. The spin (`ANYFFI_SPIN_US`, default
-//! 300 us, about libgomp's default spin; 0 sleeps at once) is what OpenMP runtimes and
-//! OpenBLAS do too (OpenBLAS spins for ~0.1 s).
+//! 300 us, about libgomp's default spin; 0: helpers sleep at once, the caller still spins
+//! 20 us for their last chunks) is what OpenMP runtimes and OpenBLAS do too (OpenBLAS spins
+//! for ~0.1 s).
 //!
 //! The caller waits for its helpers' last chunks the same way: 20 us of pure spinning, then
 //! spinning with `sched_yield` (a helper that shares its core gets it) for the rest of the
