@@ -456,6 +456,7 @@ mod tests {
             v.to_bits() as u32
         });
     }
+
     /// `inv_rms` at the level in use.
     unsafe fn inv_at_level<T: Elem>(x: *const T, d: usize, eps: f32) -> f32 {
         // SAFETY: forwarded.
