@@ -1322,7 +1322,6 @@ mod pair_tests {
 
     #[test]
     fn pair_order_round_trips_and_matches_the_pair_loads() {
-        let _level = super::level_lock();
         let x: Vec<f32> = (0..37).map(|i| i as f32).collect();
         for lanes in [1, 8, 16] {
             let mut p = vec![0f32; x.len()];
