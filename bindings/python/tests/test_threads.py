@@ -192,3 +192,56 @@ def test_reading_a_list_while_another_thread_changes_it():
     finally:
         stop.set()
         th.join()
+
+
+def test_op_results_do_not_depend_on_the_thread_count():
+    # Every op splits its work by the shape alone: the same inputs give the same bits with 1, 2,
+    # 3 or 7 kernel threads. Decode attention used to split its keys into 4 x threads chunks
+    # (merged in chunk order), so its last bits changed with ANYFFI_NUM_THREADS.
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    if anyffi.get_global_func("ops.self_attention", allow_missing=True) is None:
+        pytest.skip("ops.* not in this library")
+    code = textwrap.dedent(
+        """
+        import hashlib, numpy as np
+        from anyffi import ops
+        dts = [np.float32, np.float16]
+        try:
+            import ml_dtypes
+            dts.append(ml_dtypes.bfloat16)
+        except ImportError:
+            pass
+        rng = np.random.default_rng(1)
+        h = hashlib.sha1()
+        def r(*s):
+            return rng.standard_normal(s).astype(dt)
+        def put(t):
+            h.update(np.ascontiguousarray(t.numpy()).view(np.uint8).tobytes())
+        for dt in dts:
+            x, y = r(300, 1000), r(300, 1000)
+            put(ops.add(x, y)); put(ops.swiglu(x, y)); put(ops.rms_norm(x, r(1000), 1e-5))
+            put(ops.rms_norm(r(2, 40000), r(40000), 1e-5))
+            put(ops.rope(r(64, 8, 128), np.arange(64, dtype=np.int64), 10000.0))
+            put(ops.argmax(r(151936))[0])
+            for m, k, n in [(1, 1536, 2000), (5, 700, 900), (64, 512, 640), (1, 9000, 64)]:
+                put(ops.linear(r(m, k), r(n, k), r(n)))
+            put(ops.gemm(r(4, 100, 300), r(4, 300, 200)))
+            for l, s, nh, hk, d in [(1, 4096, 12, 2, 128), (1, 1000, 8, 8, 64), (3, 700, 6, 2, 64),
+                                    (9, 2048, 4, 1, 64), (40, 600, 4, 2, 32)]:
+                put(ops.self_attention(r(l, nh, d), r(s, hk, d), r(s, hk, d), 0.125))
+        print(len(dts), h.hexdigest())
+        """
+    )
+    seen = {}
+    for threads in (1, 2, 3, 7):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), ANYFFI_NUM_THREADS=str(threads))
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        seen[threads] = out.stdout.strip()
+    assert len(set(seen.values())) == 1, seen

@@ -4,8 +4,9 @@
 //!
 //! Work items are (KV head, query row, key chunk): each item streams its keys once for all the
 //! query heads of the group (so K and V are read once per group, not once per head). Decoding
-//! (one query row) splits the keys into chunks across threads and merges the partial softmaxes
-//! (max, sum, weighted values) afterwards, as flash-decoding does.
+//! (few query rows) splits the keys into chunks across threads and merges the partial softmaxes
+//! (max, sum, weighted values) afterwards, as flash-decoding does. The split depends on the
+//! shape alone, so results are the same bits whatever the thread count.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1195,6 +1196,27 @@ fn widens_keys<T: Elem>(dp: bool) -> bool {
     std::mem::size_of::<T>() != 4 && !dp
 }
 
+/// Work items (KV head, query row, key chunk) a call with few query rows is split into, at
+/// most: decoding with 2 KV heads makes 8 chunks of 512 keys of a 4096-key cache. 16 chunks
+/// (32 items) took 1.07x the time for bf16 decode on 2 threads (performance log).
+const SPLIT_ITEMS: usize = 16;
+/// The fewest keys in a chunk.
+const CHUNK_MIN_KEYS: usize = 256;
+
+/// Key chunks per (KV head, query row) for `rows` such pairs over `s` keys: a function of the
+/// shape only. The chunks' partial softmaxes are merged in chunk order, so a split by the
+/// thread count would make results change in the last bits with `ANYFFI_NUM_THREADS`.
+fn key_chunks(rows: usize, s: usize) -> usize {
+    if rows >= SPLIT_ITEMS / 2 || s < 2 * CHUNK_MIN_KEYS {
+        1
+    } else {
+        SPLIT_ITEMS
+            .div_ceil(rows.max(1))
+            .min(s / CHUNK_MIN_KEYS)
+            .max(1)
+    }
+}
+
 /// Runs causal GQA attention.
 ///
 /// # Safety
@@ -1216,13 +1238,10 @@ pub unsafe fn self_attention<T: Elem>(
         };
     // Work items are (KV head, query row, key chunk), run in (row, chunk, head) order, so the
     // threads read the KV heads of the same keys together. Keys are split only when there are
-    // too few query rows to keep the threads busy.
+    // few (KV head, query row) pairs, and by the shape alone (`key_chunks`), so that the
+    // result does not depend on the thread count.
     let t = threads();
-    let chunks = if dm.l >= 2 * t || dm.s < 512 {
-        1
-    } else {
-        (4 * t).div_ceil(dm.l).min(dm.s / 256).max(1)
-    };
+    let chunks = key_chunks(rows, dm.s);
     let chunk_len = dm.s.div_ceil(chunks);
     let items = rows * chunks;
     // partials per item: m[grp], l[grp], acc[grp*dv]
