@@ -140,6 +140,83 @@ unsafe fn rotate_pairs_body<S: Simd>(
     }
 }
 
+/// Every head of one token when a head's half is exactly `NB` vectors (`PAIRS`: `NB` blocks of
+/// 2 LANES in pair space, as `rotate_pairs_body`): the token's sin and cos stay in registers
+/// for all its heads instead of being loaded again per head (the common d = 64 and 128).
+/// Elementwise the same arithmetic as the general bodies, so the same bits.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rotate_heads_fixed<S: Simd, T: Elem, const NB: usize, const PAIRS: bool>(
+    s: S,
+    y: *mut T,
+    ys1: isize,
+    x: *const T,
+    xs1: isize,
+    nhead: usize,
+    sn: *const f32,
+    cs: *const f32,
+    nt: bool,
+) {
+    let l = S::LANES;
+    let vecs = if PAIRS { 2 * NB } else { NB };
+    let h = vecs * l;
+    let z = s.splat(0.0);
+    // (plain loops: `array::from_fn` closures were not inlined into multiversioned bodies)
+    let mut c = [z; 16];
+    let mut sv = [z; 16];
+    // SAFETY: h entries in sn/cs; nhead heads of 2h elements at the given strides; y equals x
+    // or does not overlap it, and each head's a and b are read before its stores.
+    unsafe {
+        for u in 0..vecs {
+            c[u] = s.load(cs.add(u * l));
+            sv[u] = s.load(sn.add(u * l));
+        }
+        for hd in 0..nhead as isize {
+            let (yh, xh) = (y.offset(hd * ys1), x.offset(hd * xs1));
+            if PAIRS {
+                let (yh, xh) = (yh as *mut u16, xh as *const u16);
+                for u in 0..NB {
+                    let (ae, ao) = s.load_bf16_pairs(xh.add(2 * u * l));
+                    let (be, bo) = s.load_bf16_pairs(xh.add(h + 2 * u * l));
+                    let (ce, co) = (c[2 * u], c[2 * u + 1]);
+                    let (se, so) = (sv[2 * u], sv[2 * u + 1]);
+                    let rot_a = |a, b, c, sv| s.sub(s.mul(a, c), s.mul(b, sv));
+                    let rot_b = |a, b, c, sv| s.add(s.mul(b, c), s.mul(a, sv));
+                    s.store_bf16_pairs(
+                        yh.add(2 * u * l),
+                        rot_a(ae, be, ce, se),
+                        rot_a(ao, bo, co, so),
+                    );
+                    s.store_bf16_pairs(
+                        yh.add(h + 2 * u * l),
+                        rot_b(ae, be, ce, se),
+                        rot_b(ao, bo, co, so),
+                    );
+                }
+            } else {
+                for u in 0..NB {
+                    let a = T::load(s, xh.add(u * l));
+                    let b = T::load(s, xh.add(h + u * l));
+                    let ya = s.sub(s.mul(a, c[u]), s.mul(b, sv[u]));
+                    let yb = s.add(s.mul(b, c[u]), s.mul(a, sv[u]));
+                    put(s, nt, yh.add(u * l), ya);
+                    put(s, nt, yh.add(h + u * l), yb);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `rotate_heads_fixed` takes heads with halves of `vecs` vectors at this level: up to
+/// 8 (16 registers of sin and cos) with 32 registers, 4 with 16.
+fn fixed_vecs<S: Simd>(vecs: usize) -> bool {
+    #[cfg(test)]
+    if tests::GENERAL_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    matches!(vecs, 1 | 2 | 4 | 8) && 4 * vecs <= S::REGISTERS
+}
+
 /// One token: sin/cos of its angles into `sn`/`cs`, then every head rotated (one dispatch per
 /// token rather than per head). bf16 heads pass `den_pairs` (the denominators in pair order
 /// for `pair_lanes`-wide vectors) and are rotated in pair space when that matches this level.
@@ -167,6 +244,15 @@ unsafe fn token_body<S: Simd, T: Elem>(
         if !den_pairs.is_null() && pair_lanes == S::LANES {
             // Angles from the pair-ordered denominators: sin and cos come out in pair order.
             sincos_body(s, pos, den_pairs, sn, cs, h, exact);
+            let l2 = 2 * S::LANES;
+            if h % l2 == 0 && fixed_vecs::<S>(h / S::LANES) {
+                match h / l2 {
+                    1 => rotate_heads_fixed::<S, T, 1, true>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+                    2 => rotate_heads_fixed::<S, T, 2, true>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+                    _ => rotate_heads_fixed::<S, T, 4, true>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+                }
+                return;
+            }
             for hd in 0..nhead as isize {
                 let (yh, xh) = (
                     y.offset(hd * ys1) as *mut u16,
@@ -177,6 +263,15 @@ unsafe fn token_body<S: Simd, T: Elem>(
             return;
         }
         sincos_body(s, pos, den, sn, cs, h, exact);
+        if h % S::LANES == 0 && fixed_vecs::<S>(h / S::LANES) {
+            match h / S::LANES {
+                1 => rotate_heads_fixed::<S, T, 1, false>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+                2 => rotate_heads_fixed::<S, T, 2, false>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+                4 => rotate_heads_fixed::<S, T, 4, false>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+                _ => rotate_heads_fixed::<S, T, 8, false>(s, y, ys1, x, xs1, nhead, sn, cs, nt),
+            }
+            return;
+        }
         for hd in 0..nhead as isize {
             rotate_body(s, y.offset(hd * ys1), x.offset(hd * xs1), sn, cs, h, nt);
         }
@@ -299,4 +394,70 @@ named! {
     rope_f32 = f32;
     rope_f16 = f16;
     rope_bf16 = bf16;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::simd::{force_level, level_lock, Level};
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Set: `token_body` takes the general per-head bodies only.
+    pub(super) static GENERAL_ONLY: AtomicBool = AtomicBool::new(false);
+
+    fn rotated<T: Elem + Copy>(x: &[T], seq: usize, nhead: usize, d: usize) -> Vec<T> {
+        let mut y = x.to_vec();
+        let pos: Vec<i64> = (0..seq as i64).map(|i| i * 37 % 1000).collect();
+        let st = [(nhead * d) as isize, d as isize];
+        // SAFETY: seq x nhead x d contiguous elements in both; positions for seq tokens.
+        unsafe {
+            rope::<T>(
+                y.as_mut_ptr(),
+                st,
+                x.as_ptr(),
+                st,
+                Positions::I64(pos.as_ptr()),
+                seq,
+                nhead,
+                d,
+                10000.0,
+            )
+        };
+        y
+    }
+
+    /// The fixed-size bodies (sin and cos kept in registers across a token's heads) give
+    /// exactly the general bodies' bits, at every level, in f32 and bf16 (pair space), for the
+    /// head sizes they take and for ones they leave to the general bodies.
+    #[test]
+    fn fixed_heads_match_the_general_bodies() {
+        let _lock = level_lock();
+        let was = super::super::simd::level();
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512] {
+            if force_level(want) != want {
+                continue;
+            }
+            for d in [2, 16, 32, 64, 96, 128, 256, 512] {
+                let (seq, nhead) = (5, 3);
+                let xf: Vec<f32> = (0..seq * nhead * d)
+                    .map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 97.0)
+                    .collect();
+                let xb: Vec<bf16> = xf.iter().map(|&v| bf16::from_f32(v)).collect();
+                let fixed = (rotated(&xf, seq, nhead, d), rotated(&xb, seq, nhead, d));
+                GENERAL_ONLY.store(true, Ordering::Relaxed);
+                let general = (rotated(&xf, seq, nhead, d), rotated(&xb, seq, nhead, d));
+                GENERAL_ONLY.store(false, Ordering::Relaxed);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let bbits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&fixed.0), bits(&general.0), "f32 {want:?} d {d}");
+                assert_eq!(bbits(&fixed.1), bbits(&general.1), "bf16 {want:?} d {d}");
+                assert_ne!(
+                    bits(&fixed.0),
+                    bits(&xf),
+                    "f32 {want:?} d {d} rotated nothing"
+                );
+            }
+        }
+        force_level(was);
+    }
 }
