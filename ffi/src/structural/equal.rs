@@ -280,36 +280,49 @@ impl Comparer {
         }
     }
 
-    fn begin(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
+    /// The comparison of two values that hold no other values (different kinds, POD, strings,
+    /// big integers), which needs no frame, mapping or path entry: `begin`'s first cases, and
+    /// the containers' loops take such pairs inline rather than one trip through
+    /// `compare_any` each.
+    #[inline]
+    fn leaf(lhs: &Any, rhs: &Any) -> Option<bool> {
         let (l, r) = (lhs.raw(), rhs.raw());
         let ti = l.type_index;
         if ti != r.type_index {
-            return Ok(Step::Done(string_cross_equal(l, r)));
+            return Some(string_cross_equal(l, r));
         }
         if ti < kTVMFFIStaticObjectBegin {
             // SAFETY: Float stores v_float64; every value has 8 payload bytes.
             unsafe {
                 if ti == kTVMFFIFloat && l.value.v_float64.is_nan() {
-                    return Ok(Step::Done(r.value.v_float64.is_nan()));
+                    return Some(r.value.v_float64.is_nan());
                 }
-                return Ok(Step::Done(
+                return Some(
                     l.small_str_len == r.small_str_len && l.value.v_int64 == r.value.v_int64,
-                ));
+                );
             }
         }
-        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
         match ti {
             kTVMFFIBigInt => {
+                let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
                 // SAFETY: live BigInt objects.
-                let eq = unsafe {
+                Some(unsafe {
                     (*(lo as *const BigIntObj)).words() == (*(ro as *const BigIntObj)).words()
-                };
-                Ok(Step::Done(eq))
+                })
             }
-            kTVMFFIStr | kTVMFFIBytes => {
-                // SAFETY: live string objects.
-                Ok(Step::Done(unsafe { raw_any_bytes(l) == raw_any_bytes(r) }))
-            }
+            // SAFETY: live string objects.
+            kTVMFFIStr | kTVMFFIBytes => Some(unsafe { raw_any_bytes(l) == raw_any_bytes(r) }),
+            _ => None,
+        }
+    }
+
+    fn begin(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
+        if let Some(eq) = Self::leaf(lhs, rhs) {
+            return Ok(Step::Done(eq));
+        }
+        let ti = lhs.raw().type_index;
+        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
+        match ti {
             kTVMFFIArray | kTVMFFIList => {
                 // SAFETY: live sequences.
                 let (ln, rn) = unsafe { (container_len(lo, ti), container_len(ro, ti)) };
@@ -495,13 +508,26 @@ impl Comparer {
         match frame {
             Frame::Seq(f) => {
                 let n = f.lhs.len().min(f.rhs.len());
-                if f.next < n {
+                while f.next < n {
                     let i = f.next;
                     f.next += 1;
-                    return Ok(Next::Child(
-                        std::mem::take(&mut f.lhs[i]),
-                        std::mem::take(&mut f.rhs[i]),
-                    ));
+                    match Self::leaf(&f.lhs[i], &f.rhs[i]) {
+                        Some(true) => {}
+                        // as `accept` records a child's mismatch
+                        Some(false) => {
+                            self.record(
+                                PathStep::ArrayItem(i as i64),
+                                PathStep::ArrayItem(i as i64),
+                            );
+                            return Ok(Next::Done(false));
+                        }
+                        None => {
+                            return Ok(Next::Child(
+                                std::mem::take(&mut f.lhs[i]),
+                                std::mem::take(&mut f.rhs[i]),
+                            ))
+                        }
+                    }
                 }
                 if f.lhs.len() == f.rhs.len() {
                     return Ok(Next::Done(true));
@@ -516,7 +542,7 @@ impl Comparer {
             }
             Frame::Map(f) => {
                 let rhs_obj = obj_ptr(&f.rhs_obj);
-                if f.next < f.lhs.len() {
+                while f.next < f.lhs.len() {
                     let (k, v) = std::mem::take(&mut f.lhs[f.next]);
                     f.next += 1;
                     let rk = self.map_key(&k, true);
@@ -526,10 +552,18 @@ impl Comparer {
                             self.record(PathStep::MapItem(k), PathStep::MapItemMissing(rk));
                             return Ok(Next::Done(false));
                         }
-                        Some(rv) => {
-                            f.current = Some((k, rk));
-                            return Ok(Next::Child(v, rv));
-                        }
+                        Some(rv) => match Self::leaf(&v, &rv) {
+                            Some(true) => {}
+                            // as `accept` records a child's mismatch
+                            Some(false) => {
+                                self.record(PathStep::MapItem(k), PathStep::MapItem(rk));
+                                return Ok(Next::Done(false));
+                            }
+                            None => {
+                                f.current = Some((k, rk));
+                                return Ok(Next::Child(v, rv));
+                            }
+                        },
                     }
                 }
                 let lhs_obj = obj_ptr(&f.lhs_obj);

@@ -158,33 +158,44 @@ impl Hasher {
         }
     }
 
-    fn begin(&self, v: &Any) -> Result<Step> {
+    /// The hash of a value that holds no other values (POD, strings, big integers), which
+    /// needs no frame, memo or path entry: `begin`'s first case, and the containers' loops
+    /// take such elements inline rather than one trip through `hash_any` each.
+    #[inline]
+    fn leaf(v: &Any) -> Option<u64> {
         let raw = v.raw();
         let ti = raw.type_index;
         if ti < kTVMFFIStaticObjectBegin {
             // SAFETY: every value has 8 payload bytes (unused ones zero).
             let word = unsafe { raw.value.v_uint64 };
-            let h = match ti {
+            return Some(match ti {
                 // SAFETY: Float stores v_float64.
                 kTVMFFIFloat if unsafe { raw.value.v_float64 }.is_nan() => {
                     stable_hash_combine(ti as u64, f64::NAN.to_bits())
                 }
                 kTVMFFISmallStr => stable_hash_combine(kTVMFFIStr as u64, word % 2_147_483_647),
                 _ => stable_hash_combine(ti as u64, word),
-            };
-            return Ok(Step::Done(h));
+            });
         }
-        let obj = obj_ptr(v);
         match ti {
-            kTVMFFIBigInt => Ok(Step::Done(bigint_hash(obj))),
+            kTVMFFIBigInt => Some(bigint_hash(obj_ptr(v))),
             kTVMFFIStr | kTVMFFIBytes => {
                 // SAFETY: a live string object.
                 let bytes = unsafe { raw_any_bytes(raw) }.unwrap_or_default();
-                Ok(Step::Done(stable_hash_combine(
-                    ti as u64,
-                    stable_hash_bytes(bytes),
-                )))
+                Some(stable_hash_combine(ti as u64, stable_hash_bytes(bytes)))
             }
+            _ => None,
+        }
+    }
+
+    fn begin(&self, v: &Any) -> Result<Step> {
+        if let Some(h) = Self::leaf(v) {
+            return Ok(Step::Done(h));
+        }
+        let raw = v.raw();
+        let ti = raw.type_index;
+        let obj = obj_ptr(v);
+        match ti {
             kTVMFFIArray | kTVMFFIList => {
                 let p = self.enter(v)?;
                 // SAFETY: a live sequence object.
@@ -363,9 +374,13 @@ impl Hasher {
                 items,
                 next,
             } => {
-                if *next < items.len() {
+                while *next < items.len() {
                     *next += 1;
-                    return Ok(Next::Child(std::mem::take(&mut items[*next - 1])));
+                    let item = &mut items[*next - 1];
+                    match Self::leaf(item) {
+                        Some(h) => *hash = stable_hash_combine(*hash, h),
+                        None => return Ok(Next::Child(std::mem::take(item))),
+                    }
                 }
                 self.leave(*obj);
                 Ok(Next::Done(*hash))
@@ -382,7 +397,10 @@ impl Hasher {
                         MapStep::Key(k) => *hash = stable_hash_combine(*hash, k),
                         MapStep::KeyValue(k, val) => {
                             *hash = stable_hash_combine(*hash, k);
-                            return Ok(Next::Child(val));
+                            match Self::leaf(&val) {
+                                Some(h) => *hash = stable_hash_combine(*hash, h),
+                                None => return Ok(Next::Child(val)),
+                            }
                         }
                     }
                 }
