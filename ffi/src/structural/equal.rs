@@ -8,8 +8,8 @@ use std::cell::{Cell, RefCell};
 
 use super::{
     attr_function, container_len, field_name, field_region, fields_of, get_field, map_get,
-    map_items, push_region, seq_items, structural_kind, tensor_parts, HookCallback, PtrMap, PtrSet,
-    SHALLOW_PATH,
+    map_items, push_region, seq_items_into, structural_kind, tensor_parts, Buffers, HookCallback,
+    PtrMap, PtrSet, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -107,6 +107,7 @@ struct Comparer {
     active: RefCell<PtrSet<(bool, usize)>>,
     depth: Cell<usize>,
     callback: HookCallback<Comparer>,
+    buffers: Buffers,
 }
 
 enum Step {
@@ -131,6 +132,8 @@ struct MapFrame {
     lhs_obj: Any,
     rhs_obj: Any,
     lhs: Vec<(Any, Any)>,
+    /// The entry counts when the frame began.
+    lens: (usize, usize),
     next: usize,
     /// The lhs key and mapped rhs key of the value being compared.
     current: Option<(Any, Any)>,
@@ -185,6 +188,7 @@ impl Comparer {
             active: RefCell::new(PtrSet::default()),
             depth: Cell::new(0),
             callback: HookCallback::new(),
+            buffers: Buffers::default(),
         }
     }
 
@@ -207,7 +211,7 @@ impl Comparer {
 
     fn compare_any(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
         let mut stack: Vec<Frame> = Vec::new();
-        let mut result = match self.begin(lhs, rhs)? {
+        let mut result = match self.begin(lhs.clone(), rhs.clone())? {
             Step::Done(b) => return Ok(b),
             Step::Push(f) => {
                 stack.push(f);
@@ -221,13 +225,17 @@ impl Comparer {
                 None => self.next(top)?,
             };
             match next {
-                Next::Child(l, r) => match self.begin(&l, &r)? {
+                Next::Child(l, r) => match self.begin(l, r)? {
                     Step::Done(b) => result = Some(b),
                     Step::Push(f) => stack.push(f),
                 },
                 Next::Done(b) => {
                     let frame = stack.pop().expect("a frame is open");
                     self.leave_frame(&frame);
+                    if let Frame::Seq(f) = frame {
+                        self.buffers.give(f.lhs);
+                        self.buffers.give(f.rhs);
+                    }
                     if stack.is_empty() {
                         return Ok(b);
                     }
@@ -316,22 +324,24 @@ impl Comparer {
         }
     }
 
-    fn begin(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
-        if let Some(eq) = Self::leaf(lhs, rhs) {
+    /// Takes the pair by value: a frame keeps what it needs without another reference each.
+    fn begin(&self, lhs: Any, rhs: Any) -> Result<Step> {
+        if let Some(eq) = Self::leaf(&lhs, &rhs) {
             return Ok(Step::Done(eq));
         }
         let ti = lhs.raw().type_index;
-        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
+        let (lo, ro) = (obj_ptr(&lhs), obj_ptr(&rhs));
         match ti {
             kTVMFFIArray | kTVMFFIList => {
+                let (mut lv, mut rv) = (self.buffers.take(), self.buffers.take());
                 // SAFETY: live sequences.
-                let (ln, rn) = unsafe { (container_len(lo, ti), container_len(ro, ti)) };
-                if ln != rn && !self.tracing() {
+                unsafe { (seq_items_into(lo, &mut lv), seq_items_into(ro, &mut rv)) };
+                if lv.len() != rv.len() && !self.tracing() {
+                    self.buffers.give(lv);
+                    self.buffers.give(rv);
                     return Ok(Step::Done(false));
                 }
-                let ptrs = self.enter(lhs, rhs)?;
-                // SAFETY: live sequences.
-                let (lv, rv) = unsafe { (seq_items(lo), seq_items(ro)) };
+                let ptrs = self.enter(&lhs, &rhs)?;
                 Ok(Step::Push(Frame::Seq(SeqFrame {
                     ptrs,
                     lhs: lv,
@@ -341,17 +351,19 @@ impl Comparer {
             }
             kTVMFFIMap | kTVMFFIDict => {
                 // SAFETY: live maps.
-                let (ln, rn) = unsafe { (container_len(lo, ti), container_len(ro, ti)) };
-                if ln != rn && !self.tracing() {
+                let items = unsafe { map_items(lo) };
+                // SAFETY: a live map.
+                let rn = unsafe { container_len(ro, ti) };
+                if items.len() != rn && !self.tracing() {
                     return Ok(Step::Done(false));
                 }
-                let ptrs = self.enter(lhs, rhs)?;
+                let ptrs = self.enter(&lhs, &rhs)?;
                 Ok(Step::Push(Frame::Map(MapFrame {
                     ptrs,
-                    lhs_obj: lhs.clone(),
-                    rhs_obj: rhs.clone(),
-                    // SAFETY: a live map.
-                    lhs: unsafe { map_items(lo) },
+                    lhs_obj: lhs,
+                    rhs_obj: rhs,
+                    lens: (items.len(), rn),
+                    lhs: items,
                     next: 0,
                     current: None,
                 })))
@@ -402,8 +414,8 @@ impl Comparer {
         Ok(unsafe { a.bytes() == b.bytes() })
     }
 
-    fn begin_object(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
-        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
+    fn begin_object(&self, lhs: Any, rhs: Any) -> Result<Step> {
+        let (lo, ro) = (obj_ptr(&lhs), obj_ptr(&rhs));
         // SAFETY: a live object.
         let ti = unsafe { (*lo).type_index };
         let kind = structural_kind(ti)?;
@@ -429,22 +441,22 @@ impl Comparer {
             saved
         });
         if let Some(hook) = attr_function(S_EQUAL_ATTR, ti)? {
-            let ptrs = self.enter(lhs, rhs)?;
-            let ok = self.call_hook(&hook, lhs, rhs);
+            let ptrs = self.enter(&lhs, &rhs)?;
+            let ok = self.call_hook(&hook, &lhs, &rhs);
             self.leave(ptrs);
             return Ok(Step::Done(self.finish_object(
-                lhs,
-                rhs,
+                &lhs,
+                &rhs,
                 kind,
                 free_var_saved,
                 ok?,
             )));
         }
-        let ptrs = self.enter(lhs, rhs)?;
+        let ptrs = self.enter(&lhs, &rhs)?;
         let _ = ptrs;
         Ok(Step::Push(Frame::Fields(FieldsFrame {
-            lhs: lhs.clone(),
-            rhs: rhs.clone(),
+            lhs,
+            rhs,
             kind,
             free_var_saved,
             fields: fields_of(ti),
@@ -567,9 +579,7 @@ impl Comparer {
                     }
                 }
                 let lhs_obj = obj_ptr(&f.lhs_obj);
-                let ti = f.lhs_obj.type_index();
-                // SAFETY: live maps.
-                let (ln, rn) = unsafe { (container_len(lhs_obj, ti), container_len(rhs_obj, ti)) };
+                let (ln, rn) = f.lens;
                 if ln == rn {
                     return Ok(Next::Done(true));
                 }

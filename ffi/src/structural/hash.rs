@@ -7,7 +7,8 @@ use std::cell::{Cell, RefCell};
 
 use super::{
     attr_function, field_region, fields_of, get_field, key_hash_of, map_items, push_region,
-    seq_items, structural_kind, tensor_parts, HookCallback, PtrMap, PtrSet, SHALLOW_PATH,
+    seq_items_into, structural_kind, tensor_parts, Buffers, HookCallback, PtrMap, PtrSet,
+    SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -35,6 +36,7 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         active: RefCell::new(PtrSet::default()),
         depth: Cell::new(0),
         callback: HookCallback::new(),
+        buffers: Buffers::default(),
     };
     let result = hasher.hash_any(value);
     hasher.callback.finish();
@@ -52,6 +54,7 @@ struct Hasher {
     active: RefCell<PtrSet<usize>>,
     depth: Cell<usize>,
     callback: HookCallback<Hasher>,
+    buffers: Buffers,
 }
 
 enum Step {
@@ -125,7 +128,9 @@ impl Hasher {
                     Step::Push(f) => stack.push(f),
                 },
                 Next::Done(h) => {
-                    stack.pop();
+                    if let Some(Frame::Seq { items, .. }) = stack.pop() {
+                        self.buffers.give(items);
+                    }
                     if stack.is_empty() {
                         return Ok(h);
                     }
@@ -198,8 +203,9 @@ impl Hasher {
         match ti {
             kTVMFFIArray | kTVMFFIList => {
                 let p = self.enter(v)?;
+                let mut items = self.buffers.take();
                 // SAFETY: a live sequence object.
-                let items = unsafe { seq_items(obj) };
+                unsafe { seq_items_into(obj, &mut items) };
                 Ok(Step::Push(Frame::Seq {
                     obj: p,
                     hash: stable_hash_combine(key_hash_of(ti), items.len() as u64),

@@ -151,14 +151,66 @@ pub fn attr_function(name: &str, ti: i32) -> Result<Option<Function>> {
     any.get::<Function>().map(Some)
 }
 
+/// The container lock (`seq::container_lock`) for a List or Dict, which other threads may
+/// mutate in place; none for an Array or Map, which are copy-on-write (a holder of a reference
+/// never sees them change), as their own methods read them.
+///
+/// # Safety
+/// `obj` must be a live object.
+unsafe fn lock_if_mutable(
+    obj: *mut TVMFFIObject,
+) -> Option<parking_lot::ReentrantMutexGuard<'static, ()>> {
+    // SAFETY: per the caller.
+    let ti = unsafe { (*obj).type_index };
+    matches!(ti, kTVMFFIList | kTVMFFIDict).then(|| crate::seq::container_lock(obj))
+}
+
 /// Owned copies of the elements of an Array or List object.
 ///
 /// # Safety
 /// `obj` must be a live Array or List.
 pub unsafe fn seq_items(obj: *mut TVMFFIObject) -> Vec<Any> {
-    let _g = crate::seq::container_lock(obj);
+    let mut out = Vec::new();
+    // SAFETY: per the caller.
+    unsafe { seq_items_into(obj, &mut out) };
+    out
+}
+
+/// `seq_items` into `out` (emptied first), to reuse its buffer.
+///
+/// # Safety
+/// `obj` must be a live Array or List.
+pub unsafe fn seq_items_into(obj: *mut TVMFFIObject, out: &mut Vec<Any>) {
+    out.clear();
+    // SAFETY: per the caller.
+    let _g = unsafe { lock_if_mutable(obj) };
     // SAFETY: Array and List share the sequence layout; the elements are cloned at once.
-    unsafe { (*(obj as *const SeqObj)).slice_unchecked().to_vec() }
+    out.extend_from_slice(unsafe { (*(obj as *const SeqObj)).slice_unchecked() });
+}
+
+/// Spent item buffers of finished sequence frames, for the next sequences of a walk: one
+/// allocation per sequence cost hash and equality a quarter of their time on small arrays.
+#[derive(Default)]
+pub(crate) struct Buffers(std::cell::RefCell<Vec<Vec<Any>>>);
+
+impl Buffers {
+    /// Buffers kept, and the largest capacity kept.
+    const KEEP: usize = 64;
+    const KEEP_CAPACITY: usize = 4096;
+
+    /// An empty buffer (a spent one when there is one).
+    pub(crate) fn take(&self) -> Vec<Any> {
+        self.0.borrow_mut().pop().unwrap_or_default()
+    }
+
+    /// Returns a spent buffer (its elements are dropped now).
+    pub(crate) fn give(&self, mut v: Vec<Any>) {
+        v.clear();
+        let mut kept = self.0.borrow_mut();
+        if kept.len() < Self::KEEP && v.capacity() <= Self::KEEP_CAPACITY {
+            kept.push(v);
+        }
+    }
 }
 
 /// Owned copies of the entries of a Map or Dict object, in iteration order.
@@ -166,7 +218,8 @@ pub unsafe fn seq_items(obj: *mut TVMFFIObject) -> Vec<Any> {
 /// # Safety
 /// `obj` must be a live Map or Dict.
 pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
-    let _g = crate::seq::container_lock(obj);
+    // SAFETY: per the caller.
+    let _g = unsafe { lock_if_mutable(obj) };
     // SAFETY: per the caller; both kinds share the map storage.
     let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
     let mut out = Vec::with_capacity(m.size() as usize);
@@ -191,7 +244,8 @@ pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
 /// # Safety
 /// `obj` must be a live Map or Dict.
 pub unsafe fn map_get(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<Any>> {
-    let _g = crate::seq::container_lock(obj);
+    // SAFETY: per the caller.
+    let _g = unsafe { lock_if_mutable(obj) };
     // SAFETY: per the caller.
     let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
     let _l = crate::map::LookupGuard::enter(m.as_ptr());
@@ -206,7 +260,8 @@ pub unsafe fn map_get(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<Any>> 
 /// # Safety
 /// `obj` must be a live container of the kind `ti` names.
 pub unsafe fn container_len(obj: *mut TVMFFIObject, ti: i32) -> usize {
-    let _g = crate::seq::container_lock(obj);
+    // SAFETY: per the caller.
+    let _g = unsafe { lock_if_mutable(obj) };
     match ti {
         // SAFETY: per the caller.
         kTVMFFIArray | kTVMFFIList => unsafe { (*(obj as *const SeqObj)).len() },
