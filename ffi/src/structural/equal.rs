@@ -8,8 +8,8 @@ use std::cell::{Cell, RefCell};
 
 use super::{
     attr_function, container_len, field_name, field_region, fields_of, get_field, map_get,
-    map_items, push_region, seq_items_into, structural_kind, tensor_parts, Buffers, HookCallback,
-    PtrMap, PtrSet, SHALLOW_PATH,
+    map_items, push_region, structural_kind, tensor_parts, Buffers, HookCallback, Items, PtrMap,
+    PtrSet, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -122,8 +122,8 @@ enum Next {
 
 struct SeqFrame {
     ptrs: (usize, usize),
-    lhs: Vec<Any>,
-    rhs: Vec<Any>,
+    lhs: Items,
+    rhs: Items,
     next: usize,
 }
 
@@ -233,8 +233,8 @@ impl Comparer {
                     let frame = stack.pop().expect("a frame is open");
                     self.leave_frame(&frame);
                     if let Frame::Seq(f) = frame {
-                        self.buffers.give(f.lhs);
-                        self.buffers.give(f.rhs);
+                        f.lhs.recycle(&self.buffers);
+                        f.rhs.recycle(&self.buffers);
                     }
                     if stack.is_empty() {
                         return Ok(b);
@@ -264,8 +264,8 @@ impl Comparer {
                 )));
             }
         }
-        active.insert((false, lp));
-        active.insert((true, rp));
+        super::path_insert(&mut active, (false, lp));
+        super::path_insert(&mut active, (true, rp));
         Ok((lp, rp))
     }
 
@@ -333,15 +333,14 @@ impl Comparer {
         let (lo, ro) = (obj_ptr(&lhs), obj_ptr(&rhs));
         match ti {
             kTVMFFIArray | kTVMFFIList => {
-                let (mut lv, mut rv) = (self.buffers.take(), self.buffers.take());
-                // SAFETY: live sequences.
-                unsafe { (seq_items_into(lo, &mut lv), seq_items_into(ro, &mut rv)) };
-                if lv.len() != rv.len() && !self.tracing() {
-                    self.buffers.give(lv);
-                    self.buffers.give(rv);
+                // SAFETY: live sequences (no lock for an Array: `lock_if_mutable`).
+                let (ln, rn) = unsafe { (container_len(lo, ti), container_len(ro, ti)) };
+                if ln != rn && !self.tracing() {
                     return Ok(Step::Done(false));
                 }
                 let ptrs = self.enter(&lhs, &rhs)?;
+                // (a List may change length meanwhile: `next` compares what was copied)
+                let (lv, rv) = (Items::of(lhs, &self.buffers), Items::of(rhs, &self.buffers));
                 Ok(Step::Push(Frame::Seq(SeqFrame {
                     ptrs,
                     lhs: lv,
@@ -523,7 +522,7 @@ impl Comparer {
                 while f.next < n {
                     let i = f.next;
                     f.next += 1;
-                    match Self::leaf(&f.lhs[i], &f.rhs[i]) {
+                    match Self::leaf(&f.lhs.as_slice()[i], &f.rhs.as_slice()[i]) {
                         Some(true) => {}
                         // as `accept` records a child's mismatch
                         Some(false) => {
@@ -533,12 +532,7 @@ impl Comparer {
                             );
                             return Ok(Next::Done(false));
                         }
-                        None => {
-                            return Ok(Next::Child(
-                                std::mem::take(&mut f.lhs[i]),
-                                std::mem::take(&mut f.rhs[i]),
-                            ))
-                        }
+                        None => return Ok(Next::Child(f.lhs.take(i), f.rhs.take(i))),
                     }
                 }
                 if f.lhs.len() == f.rhs.len() {

@@ -7,8 +7,7 @@ use std::cell::{Cell, RefCell};
 
 use super::{
     attr_function, field_region, fields_of, get_field, key_hash_of, map_items, push_region,
-    seq_items_into, structural_kind, tensor_parts, Buffers, HookCallback, PtrMap, PtrSet,
-    SHALLOW_PATH,
+    structural_kind, tensor_parts, Buffers, HookCallback, Items, PtrMap, PtrSet, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -73,7 +72,7 @@ enum Frame {
     Seq {
         obj: usize,
         hash: u64,
-        items: Vec<Any>,
+        items: Items,
         next: usize,
     },
     Map {
@@ -110,7 +109,7 @@ fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
 impl Hasher {
     fn hash_any(&self, root: &Any) -> Result<u64> {
         let mut stack: Vec<Frame> = Vec::new();
-        let mut result = match self.begin(root)? {
+        let mut result = match self.begin(root.clone())? {
             Step::Done(h) => return Ok(h),
             Step::Push(f) => {
                 stack.push(f);
@@ -123,13 +122,13 @@ impl Hasher {
                 self.accept(top, h);
             }
             match self.next(top)? {
-                Next::Child(v) => match self.begin(&v)? {
+                Next::Child(v) => match self.begin(v)? {
                     Step::Done(h) => result = Some(h),
                     Step::Push(f) => stack.push(f),
                 },
                 Next::Done(h) => {
                     if let Some(Frame::Seq { items, .. }) = stack.pop() {
-                        self.buffers.give(items);
+                        items.recycle(&self.buffers);
                     }
                     if stack.is_empty() {
                         return Ok(h);
@@ -146,7 +145,7 @@ impl Hasher {
         let p = obj_ptr(v) as usize;
         let depth = self.depth.get() + 1;
         self.depth.set(depth);
-        if depth > SHALLOW_PATH && !self.active.borrow_mut().insert(p) {
+        if depth > SHALLOW_PATH && !super::path_insert(&mut self.active.borrow_mut(), p) {
             return Err(Error::value_error(format!(
                 "StructuralHash: cycle detected, a `{}` contains itself",
                 v.as_view().type_key()
@@ -193,19 +192,18 @@ impl Hasher {
         }
     }
 
-    fn begin(&self, v: &Any) -> Result<Step> {
-        if let Some(h) = Self::leaf(v) {
+    /// Takes the value: a frame keeps what it needs without another reference.
+    fn begin(&self, v: Any) -> Result<Step> {
+        if let Some(h) = Self::leaf(&v) {
             return Ok(Step::Done(h));
         }
         let raw = v.raw();
         let ti = raw.type_index;
-        let obj = obj_ptr(v);
+        let obj = obj_ptr(&v);
         match ti {
             kTVMFFIArray | kTVMFFIList => {
-                let p = self.enter(v)?;
-                let mut items = self.buffers.take();
-                // SAFETY: a live sequence object.
-                unsafe { seq_items_into(obj, &mut items) };
+                let p = self.enter(&v)?;
+                let items = Items::of(v, &self.buffers);
                 Ok(Step::Push(Frame::Seq {
                     obj: p,
                     hash: stable_hash_combine(key_hash_of(ti), items.len() as u64),
@@ -214,7 +212,7 @@ impl Hasher {
                 }))
             }
             kTVMFFIMap | kTVMFFIDict => {
-                let p = self.enter(v)?;
+                let p = self.enter(&v)?;
                 // SAFETY: a live map object.
                 let entries = unsafe { map_items(obj) };
                 let hash = stable_hash_combine(key_hash_of(ti), entries.len() as u64);
@@ -316,15 +314,15 @@ impl Hasher {
         }
     }
 
-    fn begin_object(&self, v: &Any) -> Result<Step> {
-        let obj = obj_ptr(v);
+    fn begin_object(&self, v: Any) -> Result<Step> {
+        let obj = obj_ptr(&v);
         // SAFETY: a live object.
         let ti = unsafe { (*obj).type_index };
         let kind = structural_kind(ti)?;
         if let Some((_, h)) = self.memo.borrow().get(&(obj as usize)) {
             return Ok(Step::Done(*h));
         }
-        self.enter(v)?;
+        self.enter(&v)?;
         let free_var_saved = (kind == kTVMFFISEqHashKindFreeVar).then(|| {
             let saved = self.region.get();
             if saved == kTVMFFIDefRegionKindSimple {
@@ -334,11 +332,11 @@ impl Hasher {
         });
         let init = key_hash_of(ti);
         if let Some(hook) = attr_function(S_HASH_ATTR, ti)? {
-            let h = self.call_hook(&hook, v, init)?;
-            return Ok(Step::Done(self.finish_object(v, kind, free_var_saved, h)));
+            let h = self.call_hook(&hook, &v, init)?;
+            return Ok(Step::Done(self.finish_object(&v, kind, free_var_saved, h)));
         }
         Ok(Step::Push(Frame::Fields(FieldsFrame {
-            value: v.clone(),
+            value: v,
             kind,
             free_var_saved,
             hash: init,
@@ -382,10 +380,9 @@ impl Hasher {
             } => {
                 while *next < items.len() {
                     *next += 1;
-                    let item = &mut items[*next - 1];
-                    match Self::leaf(item) {
+                    match Self::leaf(&items.as_slice()[*next - 1]) {
                         Some(h) => *hash = stable_hash_combine(*hash, h),
-                        None => return Ok(Next::Child(std::mem::take(item))),
+                        None => return Ok(Next::Child(items.take(*next - 1))),
                     }
                 }
                 self.leave(*obj);

@@ -27,6 +27,16 @@ use crate::type_table;
 /// an acyclic value never meets them again, and a cycle grows the path past this length.
 pub const SHALLOW_PATH: usize = 64;
 
+/// Inserts `key` into a walk's path set (whether it was new), reserving room for a deep path
+/// at the first insert: growing the table one doubling at a time was a tenth of hashing a
+/// 200-deep nesting.
+pub(crate) fn path_insert<K: std::hash::Hash + Eq>(set: &mut PtrSet<K>, key: K) -> bool {
+    if set.capacity() == 0 {
+        set.reserve(256);
+    }
+    set.insert(key)
+}
+
 /// A hasher for keys that are already well spread: object addresses and 64-bit hashes (one
 /// multiply instead of SipHash; the walks look such keys up once per container or object).
 #[derive(Default, Clone, Copy)]
@@ -186,6 +196,59 @@ pub unsafe fn seq_items_into(obj: *mut TVMFFIObject, out: &mut Vec<Any>) {
     let _g = unsafe { lock_if_mutable(obj) };
     // SAFETY: Array and List share the sequence layout; the elements are cloned at once.
     out.extend_from_slice(unsafe { (*(obj as *const SeqObj)).slice_unchecked() });
+}
+
+/// The elements of a sequence being walked: an Array's are read in place (it is copy-on-write,
+/// so it cannot change while the frame holds a reference to it), a List's are copied first (a
+/// hook or another thread may change it meanwhile).
+pub(crate) enum Items {
+    Array(Any),
+    Copied(Vec<Any>),
+}
+
+impl Items {
+    /// The elements of `seq`, a live Array or List (a List's copied into a buffer of `buffers`).
+    pub(crate) fn of(seq: Any, buffers: &Buffers) -> Items {
+        if seq.type_index() == kTVMFFIArray {
+            return Items::Array(seq);
+        }
+        let mut v = buffers.take();
+        // SAFETY: a live List (the caller's kind check).
+        unsafe { seq_items_into(seq.raw().value.v_obj, &mut v) };
+        Items::Copied(v)
+    }
+
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[Any] {
+        match self {
+            // SAFETY: a live Array held by this frame; its storage does not change while held.
+            Items::Array(a) => unsafe {
+                (*(a.raw().value.v_obj as *const SeqObj)).slice_unchecked()
+            },
+            Items::Copied(v) => v,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// Element `i`, to be walked: moved out of a copy, a new reference from an Array.
+    #[inline]
+    pub(crate) fn take(&mut self, i: usize) -> Any {
+        match self {
+            Items::Array(_) => self.as_slice()[i].clone(),
+            Items::Copied(v) => std::mem::take(&mut v[i]),
+        }
+    }
+
+    /// Returns a copy's buffer for reuse.
+    pub(crate) fn recycle(self, buffers: &Buffers) {
+        if let Items::Copied(v) = self {
+            buffers.give(v);
+        }
+    }
 }
 
 /// Spent item buffers of finished sequence frames, for the next sequences of a walk: one
