@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    attr_function, field_region, fields_of, get_field, key_hash_of, map_items, push_region,
+    attr_function, field_region, fields_of, get_field, key_hash_of, map_for_each, push_region,
     structural_kind, tensor_parts, Buffers, HookCallback, Items, PtrMap, PtrSet, SHALLOW_PATH,
 };
 use crate::abi::*;
@@ -61,13 +61,6 @@ enum Step {
     Push(Frame),
 }
 
-enum MapStep {
-    /// A tie group: only the key hash is mixed in.
-    Key(u64),
-    /// A unique key: its hash, then the value's.
-    KeyValue(u64, Any),
-}
-
 enum Frame {
     Seq {
         obj: usize,
@@ -78,7 +71,9 @@ enum Frame {
     Map {
         obj: usize,
         hash: u64,
-        steps: Vec<MapStep>,
+        /// (key hash, value) sorted by key hash: a tie group mixes in only the key hash, a
+        /// unique key its hash and then its value's.
+        items: Vec<(u64, Any)>,
         next: usize,
     },
     Fields(FieldsFrame),
@@ -213,33 +208,23 @@ impl Hasher {
             }
             kTVMFFIMap | kTVMFFIDict => {
                 let p = self.enter(&v)?;
-                // SAFETY: a live map object.
-                let entries = unsafe { map_items(obj) };
-                let hash = stable_hash_combine(key_hash_of(ti), entries.len() as u64);
-                let mut items: Vec<(u64, Any)> = entries
-                    .into_iter()
-                    .filter_map(|(k, val)| self.order_independent_hash(&k).map(|h| (h, val)))
-                    .collect();
+                // (entries whose key has no order-independent hash yet are left out)
+                let mut size = 0u64;
+                let mut items: Vec<(u64, Any)> = Vec::new();
+                // SAFETY: a live map object; the closure runs no foreign code.
+                unsafe {
+                    map_for_each(obj, |k, val| {
+                        size += 1;
+                        if let Some(h) = self.order_independent_hash(k) {
+                            items.push((h, val.clone()));
+                        }
+                    })
+                };
                 items.sort_by_key(|(h, _)| *h);
-                let mut steps = Vec::with_capacity(items.len());
-                let mut i = 0;
-                while i < items.len() {
-                    let mut k = i + 1;
-                    while k < items.len() && items[k].0 == items[i].0 {
-                        k += 1;
-                    }
-                    if k == i + 1 {
-                        let (h, val) = std::mem::take(&mut items[i]);
-                        steps.push(MapStep::KeyValue(h, val));
-                    } else {
-                        steps.push(MapStep::Key(items[i].0));
-                    }
-                    i = k;
-                }
                 Ok(Step::Push(Frame::Map {
                     obj: p,
-                    hash,
-                    steps,
+                    hash: stable_hash_combine(key_hash_of(ti), size),
+                    items,
                     next: 0,
                 }))
             }
@@ -391,19 +376,22 @@ impl Hasher {
             Frame::Map {
                 obj,
                 hash,
-                steps,
+                items,
                 next,
             } => {
-                while *next < steps.len() {
-                    *next += 1;
-                    match std::mem::replace(&mut steps[*next - 1], MapStep::Key(0)) {
-                        MapStep::Key(k) => *hash = stable_hash_combine(*hash, k),
-                        MapStep::KeyValue(k, val) => {
-                            *hash = stable_hash_combine(*hash, k);
-                            match Self::leaf(&val) {
-                                Some(h) => *hash = stable_hash_combine(*hash, h),
-                                None => return Ok(Next::Child(val)),
-                            }
+                while *next < items.len() {
+                    let (i, h) = (*next, items[*next].0);
+                    let mut k = i + 1;
+                    while k < items.len() && items[k].0 == h {
+                        k += 1;
+                    }
+                    *next = k;
+                    *hash = stable_hash_combine(*hash, h);
+                    if k == i + 1 {
+                        let val = std::mem::take(&mut items[i].1);
+                        match Self::leaf(&val) {
+                            Some(hv) => *hash = stable_hash_combine(*hash, hv),
+                            None => return Ok(Next::Child(val)),
                         }
                     }
                 }

@@ -302,6 +302,31 @@ pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
     out
 }
 
+/// Calls `f` with every entry of a Map or Dict, borrowed, in iteration order (a Dict under its
+/// lock, so `f` must not run foreign code; a Map in place: copy-on-write, it cannot change while
+/// the caller holds it).
+///
+/// # Safety
+/// `obj` must be a live Map or Dict.
+pub unsafe fn map_for_each(obj: *mut TVMFFIObject, mut f: impl FnMut(&Any, &Any)) {
+    // SAFETY: per the caller.
+    let _g = unsafe { lock_if_mutable(obj) };
+    // SAFETY: per the caller; both kinds share the map storage.
+    let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
+    let mut pos = m.begin();
+    while pos != m.end() {
+        // SAFETY: a valid position; `Any` is a transparent `TVMFFIAny`, borrowed for the call.
+        unsafe {
+            let kv = &*m.kv_at(pos);
+            f(
+                &*(&kv.key as *const TVMFFIAny as *const Any),
+                &*(&kv.value as *const TVMFFIAny as *const Any),
+            );
+        }
+        pos = m.advance(pos);
+    }
+}
+
 /// The position of `key` in a Map or Dict (AnyEqual lookup).
 ///
 /// # Safety
