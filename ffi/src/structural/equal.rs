@@ -738,6 +738,63 @@ mod tests {
         assert!(first_mismatch(&a, &a, false, false).unwrap().is_none());
     }
 
+    /// The walks read an Array's elements and a Map's entries in place and copy a List's and a
+    /// Dict's: nested mixes of the four compare and hash alike, past `SHALLOW_PATH` too, and a
+    /// mismatch deep inside Arrays names its path.
+    #[test]
+    fn nested_containers_of_every_kind() {
+        use crate::map::{Dict, Map};
+        let build = |leaf: i64| -> Any {
+            let mut v = Any::from(array_of([leaf, 2]));
+            for depth in 0..100i64 {
+                v = match depth % 4 {
+                    0 => Any::from(array_of([v, Any::from(depth), Any::from("s")])),
+                    1 => {
+                        let l = List::new();
+                        l.push(Any::from(depth));
+                        l.push(v);
+                        Any::from(l)
+                    }
+                    2 => Any::from(
+                        Map::from_pairs([(Any::from("k"), v), (Any::from(depth), Any::from(1.5))])
+                            .unwrap(),
+                    ),
+                    _ => {
+                        let d = Dict::new();
+                        d.insert(Any::from(depth), v).unwrap();
+                        Any::from(d)
+                    }
+                };
+            }
+            v
+        };
+        let (a, b, c) = (build(1), build(1), build(7));
+        assert!(eq(a.clone(), b.clone()));
+        assert!(!eq(a.clone(), c.clone()));
+        let h = |v: &Any| super::super::hash::structural_hash(v, false, false).unwrap();
+        assert_eq!(h(&a), h(&b));
+        assert_ne!(h(&a), h(&c));
+        // the innermost Array, under 100 levels: 25 of each kind
+        let (l, r) = first_mismatch(&a, &c, false, false).unwrap().unwrap();
+        assert_eq!(l.len(), 101);
+        assert_eq!(r.len(), 101);
+        assert!(matches!(l[100], PathStep::ArrayItem(0)), "{:?}", l[100]);
+        assert!(matches!(l[0], PathStep::MapItem(_)), "{:?}", l[0]);
+    }
+
+    /// A cycle through an Array (read in place) inside a List is still found.
+    #[test]
+    fn cycles_through_arrays_are_errors() {
+        let l = List::new();
+        l.push(Any::from(array_of([Any::from(l.clone()), Any::from(1i64)])));
+        let v = Any::from(l.clone());
+        let e = structural_equal(&v, &v, false, false).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        let e = super::super::hash::structural_hash(&v, false, false).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        l.clear();
+    }
+
     #[test]
     fn cycles_are_errors() {
         let l = List::new();
