@@ -303,11 +303,12 @@ pub unsafe fn map_items(obj: *mut TVMFFIObject) -> Vec<(Any, Any)> {
 }
 
 /// Calls `f` with every entry of a Map or Dict, borrowed, in iteration order (a Dict under its
-/// lock, so `f` must not run foreign code; a Map in place: copy-on-write, it cannot change while
-/// the caller holds it).
+/// lock; a Map in place: copy-on-write, it cannot change while the caller holds it).
 ///
 /// # Safety
-/// `obj` must be a live Map or Dict.
+/// `obj` must be a live Map or Dict that the caller holds a reference to. `f` must not change
+/// the container or run foreign code (which could: the lock is reentrant, and a Dict changed
+/// under the loop skips or repeats entries), nor keep the borrowed entries past its call.
 pub unsafe fn map_for_each(obj: *mut TVMFFIObject, mut f: impl FnMut(&Any, &Any)) {
     // SAFETY: per the caller.
     let _g = unsafe { lock_if_mutable(obj) };

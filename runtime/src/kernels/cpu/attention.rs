@@ -1196,24 +1196,24 @@ fn widens_keys<T: Elem>(dp: bool) -> bool {
     std::mem::size_of::<T>() != 4 && !dp
 }
 
-/// Work items (KV head, query row, key chunk) a call with few query rows is split into, at
-/// most: decoding with 2 KV heads makes 8 chunks of 512 keys of a 4096-key cache. 16 chunks
-/// (32 items) took 1.07x the time for bf16 decode on 2 threads (performance log).
-const SPLIT_ITEMS: usize = 16;
-/// The fewest keys in a chunk.
-const CHUNK_MIN_KEYS: usize = 256;
+/// Calls with fewer (KV head, query row) pairs than this split their keys into chunks.
+const SPLIT_BELOW_ROWS: usize = 16;
+/// Keys per chunk (at most; the chunks of a call are equal to within one key). Measured on 2
+/// threads (performance log, session 18): decode with 8 KV heads in one 4096-key chunk per head
+/// took 2.0x (f32) and 1.7x (bf16) the time of 8 chunks; 256-key chunks cost 1.05-1.09x in
+/// per-item work against 512.
+const CHUNK_KEYS: usize = 512;
+/// The most chunks per (KV head, query row).
+const MAX_CHUNKS: usize = 64;
 
 /// Key chunks per (KV head, query row) for `rows` such pairs over `s` keys: a function of the
 /// shape only. The chunks' partial softmaxes are merged in chunk order, so a split by the
 /// thread count would make results change in the last bits with `ANYFFI_NUM_THREADS`.
 fn key_chunks(rows: usize, s: usize) -> usize {
-    if rows >= SPLIT_ITEMS / 2 || s < 2 * CHUNK_MIN_KEYS {
+    if rows >= SPLIT_BELOW_ROWS {
         1
     } else {
-        SPLIT_ITEMS
-            .div_ceil(rows.max(1))
-            .min(s / CHUNK_MIN_KEYS)
-            .max(1)
+        s.div_ceil(CHUNK_KEYS).clamp(1, MAX_CHUNKS)
     }
 }
 

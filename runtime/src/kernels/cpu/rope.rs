@@ -437,7 +437,7 @@ mod tests {
             if force_level(want) != want {
                 continue;
             }
-            for d in [2, 16, 32, 64, 96, 128, 256, 512] {
+            for d in [2, 4, 8, 16, 32, 64, 96, 128, 256, 512] {
                 let (seq, nhead) = (5, 3);
                 let xf: Vec<f32> = (0..seq * nhead * d)
                     .map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 97.0)

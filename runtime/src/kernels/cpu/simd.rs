@@ -91,7 +91,8 @@ pub fn lanes() -> usize {
 /// Forces a level (tests use it to run every path); a level the CPU lacks falls back to the best
 /// one it has. Returns the level now in use.
 pub fn force_level(want: Level) -> Level {
-    LEVEL.store(0, Ordering::Relaxed);
+    // (no reset to 0 first: a kernel call on another thread would see 0, detect the best level
+    // and store it after this store, undoing the forced level under a test holding `level_lock`)
     let best = detect();
     let l = if want <= best { want } else { best };
     LEVEL.store(l as u8, Ordering::Relaxed);
