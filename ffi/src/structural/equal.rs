@@ -16,7 +16,11 @@ use crate::any::{Any, AnyView};
 use crate::bigint::BigIntObj;
 use crate::error::{Error, Result};
 use crate::function::Function;
+use crate::map_base::{clone_raw, MapBase, RawMap};
 use crate::string::raw_any_bytes;
+
+/// Maps of up to this many entries are copied for the walk rather than read in place.
+const MAP_COPY_MAX: usize = 8;
 
 /// The `__s_equal__` attribute column.
 pub const S_EQUAL_ATTR: &str = "__s_equal__";
@@ -131,7 +135,10 @@ struct MapFrame {
     ptrs: (usize, usize),
     lhs_obj: Any,
     rhs_obj: Any,
+    /// A Dict's entries, copied (empty for a Map, read in place from `pos`).
     lhs: Vec<(Any, Any)>,
+    /// A Map read in place: `next` is its next position.
+    in_place: bool,
     /// The entry counts when the frame began.
     lens: (usize, usize),
     next: usize,
@@ -349,21 +356,39 @@ impl Comparer {
                 })))
             }
             kTVMFFIMap | kTVMFFIDict => {
+                // A large Map's entries are read in place (copy-on-write: it cannot change while
+                // the frame holds it); a Dict's are copied first (a hook may change it meanwhile),
+                // and so are a small Map's (for 1-entry maps the copy was 0.9x the time).
                 // SAFETY: live maps.
-                let items = unsafe { map_items(lo) };
+                let ln = unsafe { container_len(lo, ti) };
+                let in_place = ti == kTVMFFIMap && ln > MAP_COPY_MAX;
+                let items = if in_place {
+                    Vec::new()
+                } else {
+                    // SAFETY: a live map.
+                    unsafe { map_items(lo) }
+                };
+                let ln = if in_place { ln } else { items.len() };
                 // SAFETY: a live map.
                 let rn = unsafe { container_len(ro, ti) };
-                if items.len() != rn && !self.tracing() {
+                if ln != rn && !self.tracing() {
                     return Ok(Step::Done(false));
                 }
                 let ptrs = self.enter(&lhs, &rhs)?;
+                let next = if in_place {
+                    // SAFETY: a live map.
+                    unsafe { RawMap::from_ptr(lo as *mut MapBase) }.begin() as usize
+                } else {
+                    0
+                };
                 Ok(Step::Push(Frame::Map(MapFrame {
                     ptrs,
                     lhs_obj: lhs,
                     rhs_obj: rhs,
-                    lens: (items.len(), rn),
+                    lens: (ln, rn),
                     lhs: items,
-                    next: 0,
+                    in_place,
+                    next,
                     current: None,
                 })))
             }
@@ -548,9 +573,33 @@ impl Comparer {
             }
             Frame::Map(f) => {
                 let rhs_obj = obj_ptr(&f.rhs_obj);
-                while f.next < f.lhs.len() {
-                    let (k, v) = std::mem::take(&mut f.lhs[f.next]);
-                    f.next += 1;
+                loop {
+                    let (k, v) = match f.in_place {
+                        true => {
+                            // SAFETY: the frame holds this Map, which does not change while held.
+                            let m =
+                                unsafe { RawMap::from_ptr(obj_ptr(&f.lhs_obj) as *mut MapBase) };
+                            let pos = f.next as u64;
+                            if pos == m.end() {
+                                break;
+                            }
+                            f.next = m.advance(pos) as usize;
+                            // SAFETY: a valid position; stored values are owned kinds, and the
+                            // clones take their own references.
+                            unsafe {
+                                let kv = &*m.kv_at(pos);
+                                (
+                                    Any::from_raw(clone_raw(&kv.key)),
+                                    Any::from_raw(clone_raw(&kv.value)),
+                                )
+                            }
+                        }
+                        false if f.next < f.lhs.len() => {
+                            f.next += 1;
+                            std::mem::take(&mut f.lhs[f.next - 1])
+                        }
+                        false => break,
+                    };
                     let rk = self.map_key(&k, true);
                     // SAFETY: a live map.
                     match unsafe { map_get(rhs_obj, &rk) }? {
@@ -780,6 +829,45 @@ mod tests {
         assert_eq!(r.len(), 101);
         assert!(matches!(l[100], PathStep::ArrayItem(0)), "{:?}", l[100]);
         assert!(matches!(l[0], PathStep::MapItem(_)), "{:?}", l[0]);
+    }
+
+    /// Maps past `MAP_COPY_MAX` entries are read in place: equal ones in any insertion order,
+    /// a differing value, a missing key on either side (tracing compares past a length
+    /// difference), each with the official path steps.
+    #[test]
+    fn large_maps_compare_in_place() {
+        use crate::map::Map;
+        let map = |n: i64, skip: Option<i64>, bump: Option<i64>, rev: bool| -> Any {
+            let mut keys: Vec<i64> = (0..n).filter(|&i| Some(i) != skip).collect();
+            if rev {
+                keys.reverse();
+            }
+            let pairs = keys.into_iter().map(|i| {
+                let v = if Some(i) == bump { i + 100 } else { i };
+                (Any::from(format!("key{i}")), Any::from(array_of([v, 1])))
+            });
+            Any::from(Map::from_pairs(pairs).unwrap())
+        };
+        let a = map(20, None, None, false);
+        assert!(eq(a.clone(), map(20, None, None, true)));
+        let (l, _) = first_mismatch(&a, &map(20, None, Some(13), true), false, false)
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(&l[..], [PathStep::MapItem(k), PathStep::ArrayItem(0)]
+            if k.as_view().as_str() == Some("key13")),
+            "{l:?}"
+        );
+        let (l, r) = first_mismatch(&a, &map(20, Some(7), None, false), false, false)
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&l[..], [PathStep::MapItem(_)]), "{l:?}");
+        assert!(matches!(&r[..], [PathStep::MapItemMissing(_)]), "{r:?}");
+        let (l, r) = first_mismatch(&map(20, Some(7), None, false), &a, false, false)
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&l[..], [PathStep::MapItemMissing(_)]), "{l:?}");
+        assert!(matches!(&r[..], [PathStep::MapItem(_)]), "{r:?}");
     }
 
     /// A cycle through an Array (read in place) inside a List is still found.
