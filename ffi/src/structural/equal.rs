@@ -135,7 +135,8 @@ struct MapFrame {
     ptrs: (usize, usize),
     lhs_obj: Any,
     rhs_obj: Any,
-    /// A Dict's entries, copied (empty for a Map, read in place from `pos`).
+    /// The entries, copied (a Dict's, and a Map's of at most `MAP_COPY_MAX`; empty for a Map
+    /// read in place).
     lhs: Vec<(Any, Any)>,
     /// A Map read in place: `next` is its next position.
     in_place: bool,
