@@ -93,6 +93,8 @@ for dt, es in (("f32", 4), ("bf16", 2)):
         (f"rope {dt} (512,32,128)", f"rope:{dt}:512:32:128", ("rust", f"copy:{2 * es * E}"), 2 * es * E, 0.8, "bandwidth"),
         (f"rope {dt} (512,4,4096) [LLAISYS shape, 4x larger]", f"rope:{dt}:512:4:4096", ("rust", f"copy:{8 * es * E}"), 8 * es * E, None, "bandwidth"),
         (f"decode attention {dt} (1 q, 4096 kv, 12/2 heads, d 128)", f"attn:{dt}:1:4096:12:2:128", ("rust", f"copy:{2 * 4096 * 2 * 128 * es}"), 2 * 4096 * 2 * 128 * es, 0.7, "bandwidth"),
+        # 8 KV heads: the key split by shape once ran this in one chunk per head, 2x slower
+        (f"decode attention {dt} (1 q, 4096 kv, 32/8 heads, d 128)", f"attn:{dt}:1:4096:32:8:128", ("rust", f"copy:{2 * 4096 * 8 * 128 * es}"), 2 * 4096 * 8 * 128 * es, None, "bandwidth"),
     ]
 # The same bandwidth cases with their operands in DRAM (256 MiB written before every call, on
 # both sides): the regime of a model whose weights and KV cache do not stay in the last-level
