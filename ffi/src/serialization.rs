@@ -522,6 +522,7 @@ pub fn from_json_graph(graph: AnyView<'_>) -> Result<Any> {
         decoded: vec![None; nodes.len()],
         in_progress: vec![false; nodes.len()],
         nodes,
+        type_keys: Default::default(),
     }
     .run(root)
 }
@@ -530,6 +531,8 @@ struct GraphReader {
     nodes: Vec<Any>,
     decoded: Vec<Option<Any>>,
     in_progress: Vec<bool>,
+    /// Type keys seen, and their indices.
+    type_keys: std::collections::HashMap<Vec<u8>, i32>,
 }
 
 /// A node whose children are being decoded.
@@ -767,18 +770,31 @@ impl GraphReader {
         let ty = node
             .get_str("type")?
             .ok_or_else(|| Error::key_error("key is not in Map"))?;
-        let type_key = json_str(&ty)?;
+        let type_key: &[u8] = match ty.type_index() {
+            // SAFETY: a live string value, borrowed while `node` holds it.
+            kTVMFFISmallStr | kTVMFFIStr => unsafe { raw_any_bytes(ty.raw()) }.unwrap_or_default(),
+            _ => return Err(cannot_convert(&ty, "str")),
+        };
         let data = || -> Result<AnyView<'_>> {
             node.get_str("data")?
                 .ok_or_else(|| Error::key_error("key is not in Map"))
         };
-        let key_text = String::from_utf8_lossy(&type_key).into_owned();
-        // The official lookup fails an internal check for an unknown key; same kind and text.
-        let ti = type_table::key_to_index(&key_text).ok_or_else(|| {
-            Error::internal(format!(
-                "Check failed: (it != type_key2index_.end()) is false: Cannot find type `{key_text}`"
-            ))
-        })?;
+        // Type keys repeat from node to node: each is looked up in the (locked) global table once.
+        let ti = match self.type_keys.get(type_key) {
+            Some(&ti) => ti,
+            None => {
+                let key_text = String::from_utf8_lossy(type_key).into_owned();
+                // The official lookup fails an internal check for an unknown key; same kind and
+                // text.
+                let ti = type_table::key_to_index(&key_text).ok_or_else(|| {
+                    Error::internal(format!(
+                        "Check failed: (it != type_key2index_.end()) is false: Cannot find type `{key_text}`"
+                    ))
+                })?;
+                self.type_keys.insert(type_key.to_vec(), ti);
+                ti
+            }
+        };
         let value = match ti {
             kTVMFFINone => Any::none(),
             kTVMFFIBool => {
