@@ -1373,13 +1373,15 @@ pub unsafe fn self_attention<T: Elem>(
                 // all -inf (l_c = 0) has none and is skipped; one whose share underflows to 0
                 // still adds 0 * its mean, so that a NaN or infinite value in it makes the row
                 // NaN, as the single-chunk path and numpy do.
-                let live = |c: usize| slot(c)[grp + hh] != 0.0;
-                let share = |c: usize| (slot(c)[hh] - mx).exp() * slot(c)[grp + hh];
-                let den: f32 = (0..chunks).filter(|&c| live(c)).map(share).sum();
+                let shares: Vec<(usize, f32)> = (0..chunks)
+                    .filter(|&c| slot(c)[grp + hh] != 0.0)
+                    .map(|c| (c, (slot(c)[hh] - mx).exp() * slot(c)[grp + hh]))
+                    .collect();
+                let den: f32 = shares.iter().map(|&(_, sh)| sh).sum();
                 // no chunk with a share: 0 / 0, NaN as softmax gives
                 let mut acc = vec![if den == 0.0 { f32::NAN } else { 0.0 }; dm.dv];
-                for c in (0..chunks).filter(|&c| live(c)) {
-                    let w = share(c) / den;
+                for &(c, sh) in &shares {
+                    let w = sh / den;
                     let a = &slot(c)[2 * grp + hh * dm.dv..][..dm.dv];
                     for (o, x) in acc.iter_mut().zip(a) {
                         *o += w * x;

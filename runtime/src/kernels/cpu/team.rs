@@ -195,8 +195,9 @@ impl Team {
                 let mut spins = 0u32;
                 while t.done.load(Ordering::Acquire) != joined {
                     spins = spins.wrapping_add(1);
-                    if spins % 64 == 0 && start.elapsed() >= FINISH_SPIN {
-                        if start.elapsed() < t.spin {
+                    let waited = (spins % 64 == 0).then(|| start.elapsed());
+                    if waited.is_some_and(|w| w >= FINISH_SPIN) {
+                        if waited.is_some_and(|w| w < t.spin) {
                             // a helper late to its last chunk: keep waiting awake, but let a
                             // helper that shares this core run
                             std::thread::yield_now();
