@@ -142,3 +142,34 @@ def test_structural_key() -> None:
     assert k1 != tvm_ffi.StructuralKey([1, 2])
     d = {k1: "v"}
     assert d[k2] == "v"
+
+
+@py_class("pyofficial.SBadHook", structural_eq="tree")
+class SBadHook(Object):
+    value: int
+
+
+@py_class("pyofficial.SBadHookSingleton", structural_eq="singleton")
+class SBadHookSingleton(Object):
+    value: int
+
+
+def test_hook_attributes_that_are_not_functions() -> None:
+    # A walk reads each type's hook once; one that is not a Function is a TypeError at every
+    # object that needs it (singletons compare by address and never read theirs).
+    from tvm_ffi import core
+
+    for cls in (SBadHook, SBadHookSingleton):
+        ti = cls.__tvm_ffi_type_info__.type_index
+        core._register_type_attr(ti, "__s_equal__", 5)
+        core._register_type_attr(ti, "__s_hash__", "x")
+    a, b = SBadHook(value=1), SBadHook(value=1)
+    for lhs, rhs in [(a, b), (a, a), ([a, a], [b, b])]:
+        with pytest.raises(TypeError, match="Cannot treat type `int` as type"):
+            se(lhs, rhs)
+    with pytest.raises(TypeError, match="Cannot treat type `ffi.SmallStr` as type"):
+        sh(a)
+    s, t = SBadHookSingleton(value=1), SBadHookSingleton(value=1)
+    assert se(s, s) and not se(s, t) and not se([s, s], [t, t])
+    with pytest.raises(TypeError, match="Cannot treat type `ffi.SmallStr` as type"):
+        sh(s)

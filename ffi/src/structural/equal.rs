@@ -7,9 +7,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    attr_function, container_len, field_name, field_region, fields_of, get_field, map_get,
-    map_items, push_region, structural_kind, tensor_parts, Buffers, HookCallback, Items, PtrMap,
-    PtrSet, SHALLOW_PATH,
+    container_len, field_name, map_get, map_items, push_region, tensor_parts, Buffers,
+    HookCallback, Items, PtrMap, PtrSet, TypeCache, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -112,11 +111,12 @@ struct Comparer {
     depth: Cell<usize>,
     callback: HookCallback<Comparer>,
     buffers: Buffers,
+    types: TypeCache,
 }
 
-enum Step {
+enum Step<'a> {
     Done(bool),
-    Push(Frame),
+    Push(Frame<'a>),
 }
 
 enum Next {
@@ -147,20 +147,21 @@ struct MapFrame {
     current: Option<(Any, Any)>,
 }
 
-struct FieldsFrame {
+struct FieldsFrame<'a> {
     lhs: Any,
     rhs: Any,
     kind: i32,
     free_var_saved: Option<i32>,
-    fields: Vec<crate::reflection::FieldRef>,
+    facts: &'a TypeFacts,
     next: usize,
     field_saved: Option<i32>,
 }
 
-enum Frame {
+enum Frame<'a> {
     Seq(SeqFrame),
-    Map(MapFrame),
-    Fields(FieldsFrame),
+    /// Boxed: the largest frame, and the rarest among objects' fields.
+    Map(Box<MapFrame>),
+    Fields(FieldsFrame<'a>),
 }
 
 fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
@@ -197,6 +198,7 @@ impl Comparer {
             depth: Cell::new(0),
             callback: HookCallback::new(),
             buffers: Buffers::default(),
+            types: TypeCache::new(S_EQUAL_ATTR),
         }
     }
 
@@ -333,7 +335,7 @@ impl Comparer {
     }
 
     /// Takes the pair by value: a frame keeps what it needs without another reference each.
-    fn begin(&self, lhs: Any, rhs: Any) -> Result<Step> {
+    fn begin(&self, lhs: Any, rhs: Any) -> Result<Step<'_>> {
         if let Some(eq) = Self::leaf(&lhs, &rhs) {
             return Ok(Step::Done(eq));
         }
@@ -382,7 +384,7 @@ impl Comparer {
                 } else {
                     0
                 };
-                Ok(Step::Push(Frame::Map(MapFrame {
+                Ok(Step::Push(Frame::Map(Box::new(MapFrame {
                     ptrs,
                     lhs_obj: lhs,
                     rhs_obj: rhs,
@@ -391,7 +393,7 @@ impl Comparer {
                     in_place,
                     next,
                     current: None,
-                })))
+                }))))
             }
             kTVMFFIShape => {
                 let a = lhs.get::<crate::shape::Shape>()?;
@@ -439,11 +441,12 @@ impl Comparer {
         Ok(unsafe { a.bytes() == b.bytes() })
     }
 
-    fn begin_object(&self, lhs: Any, rhs: Any) -> Result<Step> {
+    fn begin_object(&self, lhs: Any, rhs: Any) -> Result<Step<'_>> {
         let (lo, ro) = (obj_ptr(&lhs), obj_ptr(&rhs));
         // SAFETY: a live object.
         let ti = unsafe { (*lo).type_index };
-        let kind = structural_kind(ti)?;
+        let facts = self.types.get(ti)?;
+        let kind = facts.kind;
         if kind == kTVMFFISEqHashKindUniqueInstance {
             return Ok(Step::Done(lo == ro));
         }
@@ -465,9 +468,9 @@ impl Comparer {
             }
             saved
         });
-        if let Some(hook) = attr_function(S_EQUAL_ATTR, ti)? {
+        if let Some(hook) = facts.hook()? {
             let ptrs = self.enter(&lhs, &rhs)?;
-            let ok = self.call_hook(&hook, &lhs, &rhs);
+            let ok = self.call_hook(hook, &lhs, &rhs);
             self.leave(ptrs);
             return Ok(Step::Done(self.finish_object(
                 &lhs,
@@ -477,14 +480,23 @@ impl Comparer {
                 ok?,
             )));
         }
-        let ptrs = self.enter(&lhs, &rhs)?;
-        let _ = ptrs;
+        if facts.fields.is_empty() {
+            // (a variable, say: nothing to descend into, so no frame and no path entry)
+            return Ok(Step::Done(self.finish_object(
+                &lhs,
+                &rhs,
+                kind,
+                free_var_saved,
+                true,
+            )));
+        }
+        self.enter(&lhs, &rhs)?;
         Ok(Step::Push(Frame::Fields(FieldsFrame {
             lhs,
             rhs,
             kind,
             free_var_saved,
-            fields: fields_of(ti),
+            facts,
             next: 0,
             field_saved: None,
         })))
@@ -639,17 +651,12 @@ impl Comparer {
                 Ok(Next::Done(false))
             }
             Frame::Fields(f) => {
-                while f.next < f.fields.len() {
-                    let field = f.fields[f.next];
-                    if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
-                        f.next += 1;
-                        continue;
-                    }
+                if let Some(field) = f.facts.fields.get(f.next) {
                     // SAFETY: the object is live and its type has this field.
-                    let lv = unsafe { get_field(obj_ptr(&f.lhs), field) }?;
+                    let lv = unsafe { field.get(obj_ptr(&f.lhs)) }?;
                     // SAFETY: the object is live and its type has this field.
-                    let rv = unsafe { get_field(obj_ptr(&f.rhs), field) }?;
-                    if let Some(requested) = field_region(field.flags()) {
+                    let rv = unsafe { field.get(obj_ptr(&f.rhs)) }?;
+                    if let Some(requested) = field.region {
                         f.field_saved = Some(push_region(&self.region, requested));
                     }
                     // `next` advances when the result comes back (the failing field is named).
@@ -688,7 +695,7 @@ impl Comparer {
                 if let Some(saved) = f.field_saved.take() {
                     self.region.set(saved);
                 }
-                let field = f.fields[f.next];
+                let field = f.facts.fields[f.next].field;
                 f.next += 1;
                 if ok {
                     return self.next(frame);

@@ -6,8 +6,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    attr_function, field_region, fields_of, get_field, key_hash_of, map_for_each, push_region,
-    structural_kind, tensor_parts, Buffers, HookCallback, Items, PtrMap, PtrSet, SHALLOW_PATH,
+    key_hash_of, map_for_each, push_region, tensor_parts, Buffers, HookCallback, Items, PtrMap,
+    PtrSet, TypeCache, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -36,6 +36,7 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         depth: Cell::new(0),
         callback: HookCallback::new(),
         buffers: Buffers::default(),
+        types: TypeCache::new(S_HASH_ATTR),
     };
     let result = hasher.hash_any(value);
     hasher.callback.finish();
@@ -54,14 +55,15 @@ struct Hasher {
     depth: Cell<usize>,
     callback: HookCallback<Hasher>,
     buffers: Buffers,
+    types: TypeCache,
 }
 
-enum Step {
+enum Step<'a> {
     Done(u64),
-    Push(Frame),
+    Push(Frame<'a>),
 }
 
-enum Frame {
+enum Frame<'a> {
     Seq {
         obj: usize,
         hash: u64,
@@ -76,16 +78,16 @@ enum Frame {
         items: Vec<(u64, Any)>,
         next: usize,
     },
-    Fields(FieldsFrame),
+    Fields(FieldsFrame<'a>),
 }
 
-struct FieldsFrame {
+struct FieldsFrame<'a> {
     value: Any,
     kind: i32,
     /// The region to restore once this (free-variable) object is finished.
     free_var_saved: Option<i32>,
     hash: u64,
-    fields: Vec<crate::reflection::FieldRef>,
+    facts: &'a TypeFacts,
     next: usize,
     /// The region to restore after the field being hashed (a definition field).
     field_saved: Option<i32>,
@@ -188,7 +190,7 @@ impl Hasher {
     }
 
     /// Takes the value: a frame keeps what it needs without another reference.
-    fn begin(&self, v: Any) -> Result<Step> {
+    fn begin(&self, v: Any) -> Result<Step<'_>> {
         if let Some(h) = Self::leaf(&v) {
             return Ok(Step::Done(h));
         }
@@ -299,11 +301,12 @@ impl Hasher {
         }
     }
 
-    fn begin_object(&self, v: Any) -> Result<Step> {
+    fn begin_object(&self, v: Any) -> Result<Step<'_>> {
         let obj = obj_ptr(&v);
         // SAFETY: a live object.
         let ti = unsafe { (*obj).type_index };
-        let kind = structural_kind(ti)?;
+        let facts = self.types.get(ti)?;
+        let kind = facts.kind;
         if let Some((_, h)) = self.memo.borrow().get(&(obj as usize)) {
             return Ok(Step::Done(*h));
         }
@@ -315,17 +318,25 @@ impl Hasher {
             }
             saved
         });
-        let init = key_hash_of(ti);
-        if let Some(hook) = attr_function(S_HASH_ATTR, ti)? {
-            let h = self.call_hook(&hook, &v, init)?;
+        let init = facts.key_hash;
+        if let Some(hook) = facts.hook()? {
+            let h = self.call_hook(hook, &v, init)?;
             return Ok(Step::Done(self.finish_object(&v, kind, free_var_saved, h)));
+        }
+        if facts.fields.is_empty() {
+            return Ok(Step::Done(self.finish_object(
+                &v,
+                kind,
+                free_var_saved,
+                init,
+            )));
         }
         Ok(Step::Push(Frame::Fields(FieldsFrame {
             value: v,
             kind,
             free_var_saved,
             hash: init,
-            fields: fields_of(ti),
+            facts,
             next: 0,
             field_saved: None,
         })))
@@ -399,15 +410,11 @@ impl Hasher {
                 Ok(Next::Done(*hash))
             }
             Frame::Fields(f) => {
-                while f.next < f.fields.len() {
-                    let field = f.fields[f.next];
+                if let Some(field) = f.facts.fields.get(f.next) {
                     f.next += 1;
-                    if field.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore != 0 {
-                        continue;
-                    }
                     // SAFETY: the object is live and its type has this field.
-                    let value = unsafe { get_field(obj_ptr(&f.value), field) }?;
-                    if let Some(requested) = field_region(field.flags()) {
+                    let value = unsafe { field.get(obj_ptr(&f.value)) }?;
+                    if let Some(requested) = field.region {
                         f.field_saved = Some(push_region(&self.region, requested));
                     }
                     return Ok(Next::Child(value));

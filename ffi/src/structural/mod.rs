@@ -129,17 +129,156 @@ pub fn key_hash_of(ti: i32) -> u64 {
 
 /// The structural kind of an object type, or the official TypeError when it has none.
 pub fn structural_kind(ti: i32) -> Result<i32> {
-    let key = type_table::type_key_of(ti);
     match metadata_of(ti) {
         None => Err(Error::type_error(format!(
-            "Type metadata is not set for type `{key}`, so StructuralHash is not supported for this type"
+            "Type metadata is not set for type `{}`, so StructuralHash is not supported for this type",
+            type_table::type_key_of(ti)
         ))),
         Some(m) if m.structural_eq_hash_kind == kTVMFFISEqHashKindUnsupported => {
             Err(Error::type_error(format!(
-                "_type_s_eq_hash_kind is not set for type `{key}`, so StructuralHash is not supported for this type"
+                "_type_s_eq_hash_kind is not set for type `{}`, so StructuralHash is not supported for this type",
+                type_table::type_key_of(ti)
             )))
         }
         Some(m) => Ok(m.structural_eq_hash_kind),
+    }
+}
+
+/// What a structural walk needs of one object type: its kind, its hook in the walk's attribute
+/// column, its reflected fields and its key hash.
+pub struct TypeFacts {
+    pub ti: i32,
+    pub kind: i32,
+    /// The hook, or `Err` when the column holds something else (raised where the hook is read).
+    hook: std::result::Result<Option<Function>, ()>,
+    hook_attr: &'static str,
+    /// The fields the walks compare and hash (`SEqHashIgnore` ones left out), in visit order.
+    pub fields: Box<[WalkField]>,
+    pub key_hash: u64,
+}
+
+/// A field as the walks read it: its getter and offset copied out of the type table once.
+pub struct WalkField {
+    pub field: FieldRef,
+    getter: TVMFFIFieldGetter,
+    offset: isize,
+    /// The definition region the field asks for (`field_region` of its flags).
+    pub region: Option<i32>,
+}
+
+impl WalkField {
+    fn new(field: FieldRef) -> WalkField {
+        let info = field.info();
+        WalkField {
+            field,
+            getter: info.getter,
+            offset: info.offset as isize,
+            region: field_region(info.flags),
+        }
+    }
+
+    /// Reads the field of `obj` (as `get_field`).
+    ///
+    /// # Safety
+    /// `obj` must be a live object of a type that has the field.
+    #[inline]
+    pub unsafe fn get(&self, obj: *mut TVMFFIObject) -> Result<Any> {
+        let Some(getter) = self.getter else {
+            // SAFETY: per the caller.
+            return unsafe { get_field(obj, self.field) };
+        };
+        let mut out = Any::none();
+        // SAFETY: the getter reads the field of a live object into an owned slot.
+        if unsafe {
+            getter(
+                (obj as *mut u8).offset(self.offset).cast(),
+                out.as_out_ptr(),
+            )
+        } != 0
+        {
+            return Err(crate::error::fetch_raised("field getter"));
+        }
+        Ok(out)
+    }
+}
+
+impl TypeFacts {
+    /// The type's hook in the walk's column (a TypeError when the entry is not a Function).
+    pub fn hook(&self) -> Result<Option<&Function>> {
+        match &self.hook {
+            Ok(h) => Ok(h.as_ref()),
+            Err(()) => attr_function(self.hook_attr, self.ti).map(|_| None),
+        }
+    }
+}
+
+/// The facts of each object type a walk meets, looked up at its first object of that type.
+///
+/// Rationale: looking them up per object (a locked search of the attribute columns by name and a
+/// fresh field list each time) was a third of comparing a tree of reflected objects. Type
+/// metadata, fields and hooks are registered when a type is defined, before its objects exist;
+/// a walk does not see one registered while it runs. Failures are not kept (each object of the
+/// type raises the same error again).
+pub struct TypeCache {
+    hook_attr: &'static str,
+    /// Indexed by type index: NULL, or a leaked `Box<TypeFacts>` freed on drop (entries are
+    /// only added, so a `&TypeFacts` handed out stays valid for the cache's lifetime).
+    entries: std::cell::RefCell<Vec<*mut TypeFacts>>,
+}
+
+impl TypeCache {
+    pub fn new(hook_attr: &'static str) -> TypeCache {
+        TypeCache {
+            hook_attr,
+            entries: Default::default(),
+        }
+    }
+
+    /// The facts of object type `ti`, or the TypeError of a type without a structural kind.
+    pub fn get(&self, ti: i32) -> Result<&TypeFacts> {
+        let slot = ti.max(0) as usize;
+        if let Some(&f) = self.entries.borrow().get(slot) {
+            if !f.is_null() {
+                // SAFETY: a live entry, freed only when the cache drops.
+                return Ok(unsafe { &*f });
+            }
+        }
+        let facts = Box::into_raw(Box::new(TypeFacts {
+            ti,
+            kind: structural_kind(ti)?,
+            hook: attr_function(self.hook_attr, ti).map_err(|_| ()),
+            hook_attr: self.hook_attr,
+            fields: fields_of(ti)
+                .into_iter()
+                .filter(|f| f.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0)
+                .map(WalkField::new)
+                .collect(),
+            key_hash: key_hash_of(ti),
+        }));
+        let mut entries = self.entries.borrow_mut();
+        if entries.len() <= slot {
+            entries.resize(slot + 1, std::ptr::null_mut());
+        }
+        if entries[slot].is_null() {
+            entries[slot] = facts;
+        } else {
+            // (not reached: nothing above runs walk code that could have filled the slot)
+            // SAFETY: leaked above and not handed out.
+            drop(unsafe { Box::from_raw(facts) });
+        }
+        // SAFETY: a live entry, freed only when the cache drops.
+        Ok(unsafe { &*entries[slot] })
+    }
+}
+
+impl Drop for TypeCache {
+    fn drop(&mut self) {
+        for &f in self.entries.get_mut().iter() {
+            if !f.is_null() {
+                // SAFETY: leaked by `get`, freed once here.
+                drop(unsafe { Box::from_raw(f) });
+            }
+        }
     }
 }
 
