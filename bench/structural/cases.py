@@ -77,6 +77,8 @@ def main() -> None:
     for i in range(200):
         deep = tvm_ffi.Array([deep, i, "s"])
     js = serialization.to_json_graph_str(f1)
+    one, one2 = Int(value=1), Int(value=1)
+    let = [Let(var=Var(name="a"), value=Add(a=Int(value=1), b=Int(value=2))) for _ in range(2)]
     res = {
         "IR tree (35k objects), hash": best(lambda: H(f1)),
         "IR tree, equal": best(lambda: E(f1, f2)),
@@ -91,6 +93,11 @@ def main() -> None:
         "50k-entry Map, hash": best(lambda: H(wide[0])),
         "50k-entry Map, equal": best(lambda: E(wide[0], wide[1])),
         "200-deep nesting, hash x100": best(lambda: [H(deep) for _ in range(100)]),
+        "one Int node, hash x10000 (per-call cost)": best(lambda: [H(one) for _ in range(10000)]),
+        "one Int node, equal x10000": best(lambda: [E(one, one2) for _ in range(10000)]),
+        "one let-binding (5 objects), hash x10000": best(lambda: [H(let[0]) for _ in range(10000)]),
+        "one let-binding, equal x10000": best(lambda: [E(let[0], let[1]) for _ in range(10000)]),
+        "int 5, hash x10000 (the Python call alone)": best(lambda: [H(5) for _ in range(10000)]),
     }
     json.dump(res, sys.stdout)
 

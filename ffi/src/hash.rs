@@ -8,7 +8,6 @@
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::OnceLock;
 
 use crate::abi::*;
 use crate::any::Any;
@@ -74,40 +73,8 @@ fn small_bytes(v: &TVMFFIAny) -> &[u8] {
     unsafe { &v.value.v_bytes[..len] }
 }
 
-/// A cached, stable pointer to a type-attribute column (columns are leaked and never move).
-struct ColumnCache(OnceLock<usize>);
-
-impl ColumnCache {
-    const fn new() -> Self {
-        ColumnCache(OnceLock::new())
-    }
-
-    /// The entry of type `ti`, or `None` when the column has no value for it.
-    #[inline]
-    fn entry(&self, name: &str, ti: i32) -> Option<TVMFFIAny> {
-        let col = *self
-            .0
-            .get_or_init(|| crate::type_table::attr_column(name) as usize)
-            as *const TVMFFITypeAttrColumn;
-        if col.is_null() {
-            return None;
-        }
-        // SAFETY: columns are leaked; `data` has `size` entries (older buffers are leaked too,
-        // so a reader racing a registration still reads valid memory, as in the C++ headers).
-        unsafe {
-            let col = &*col;
-            let offset = ti - col.begin_index;
-            if offset < 0 || offset >= col.size || col.data.is_null() {
-                return None;
-            }
-            let v = *col.data.add(offset as usize);
-            (v.type_index != kTVMFFINone).then_some(v)
-        }
-    }
-}
-
-static HASH_COLUMN: ColumnCache = ColumnCache::new();
-static EQUAL_COLUMN: ColumnCache = ColumnCache::new();
+static HASH_COLUMN: crate::type_table::ColumnCache = crate::type_table::ColumnCache::new();
+static EQUAL_COLUMN: crate::type_table::ColumnCache = crate::type_table::ColumnCache::new();
 
 /// Native hook signatures of the `NativeFunctionView` convention: the argument is `const Any&`
 /// (a pointer), the result an Int/Bool, or an `ffi.Error` object on failure.

@@ -815,6 +815,45 @@ pub fn attr_column(name: &str) -> *const TVMFFITypeAttrColumn {
     }
 }
 
+/// A type-attribute column's pointer, kept by a caller that reads one column per object (columns
+/// are leaked and never move; a column not created yet is looked up again next time).
+#[derive(Default)]
+pub struct ColumnCache(std::sync::OnceLock<usize>);
+
+impl ColumnCache {
+    pub const fn new() -> Self {
+        ColumnCache(std::sync::OnceLock::new())
+    }
+
+    /// `attr_value(name, ti)` without the lookup by name once the column exists; `name` must be
+    /// the same at every call on one cache.
+    #[inline]
+    pub fn entry(&self, name: &str, ti: i32) -> Option<TVMFFIAny> {
+        let col = match self.0.get() {
+            Some(&p) => p as *const TVMFFITypeAttrColumn,
+            None => {
+                let p = attr_column(name);
+                if p.is_null() {
+                    return None;
+                }
+                let _ = self.0.set(p as usize);
+                p
+            }
+        };
+        // SAFETY: columns are leaked; `data` has `size` entries (older buffers are leaked too,
+        // so a reader racing a registration still reads valid memory, as in the C++ headers).
+        unsafe {
+            let col = &*col;
+            let offset = ti - col.begin_index;
+            if offset < 0 || offset >= col.size || col.data.is_null() {
+                return None;
+            }
+            let v = *col.data.add(offset as usize);
+            (v.type_index != kTVMFFINone).then_some(v)
+        }
+    }
+}
+
 /// The value of attribute `name` for type `index`, borrowed from the column.
 pub fn attr_value(name: &str, index: i32) -> Option<TVMFFIAny> {
     let col = attr_column(name);

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm_ffi
+from typing import Optional
+
 from tvm_ffi import Object, testing
 from tvm_ffi.dataclasses import field, py_class
 
@@ -173,3 +175,90 @@ def test_hook_attributes_that_are_not_functions() -> None:
     assert se(s, s) and not se(s, t) and not se([s, s], [t, t])
     with pytest.raises(TypeError, match="Cannot treat type `ffi.SmallStr` as type"):
         sh(s)
+
+
+def _node_types(n: int) -> list:
+    out = []
+    for i in range(n):
+        cls = type(f"SManyTypes{i}", (Object,), {"__annotations__": {"value": int, "next": Optional[Object]}})
+        out.append(py_class(f"pyofficial.SManyTypes{i}", structural_eq="tree")(cls))
+    return out
+
+
+_MANY = _node_types(12)
+
+
+def test_walks_over_many_object_types() -> None:
+    # Past the first few types a walk keeps their facts in a map: every type still compares
+    # and hashes by its own fields, and a mismatch in the last one is found and named.
+    def chain(last: int):
+        v = None
+        for i, cls in reversed(list(enumerate(_MANY))):
+            v = cls(value=last if i == len(_MANY) - 1 else i, next=v)
+        return [v, v.next]
+
+    a, b, c = chain(7), chain(7), chain(8)
+    assert se(a, b) and sh(a) == sh(b)
+    assert not se(a, c) and sh(a) != sh(c)
+    lhs, rhs = tvm_ffi.get_first_structural_mismatch(a, c)
+    steps = "".join(f".next" for _ in range(len(_MANY) - 1))
+    assert repr(lhs) == f"<root>[0]{steps}.value" == repr(rhs)
+
+
+@py_class("pyofficial.SLateHook")
+class SLateHook(Object):
+    v: int
+
+
+@py_class("pyofficial.SLateHashHook")
+class SLateHashHook(Object):
+    v: int
+
+
+def _register_once(cls, attr: str, hook) -> None:
+    from tvm_ffi import core
+
+    ti = cls.__tvm_ffi_type_info__.type_index
+    if core._lookup_type_attr(ti, attr) is None:
+        core._register_type_attr(ti, attr, tvm_ffi.convert(hook))
+
+
+@py_class("pyofficial.SHookRegistrar")
+class SHookRegistrar(Object):
+    """Its hooks give the types above hooks of their own, in the middle of a walk."""
+
+    def __s_equal__(self, other, cmp):
+        _register_once(SLateHook, "__s_equal__", lambda l, r, cmp: True)
+        return True
+
+    def __s_hash__(self, init, h):
+        _register_once(SLateHashHook, "__s_hash__", lambda o, init, h: 12345)
+        return init
+
+
+def test_hooks_registered_during_a_walk_apply_to_the_rest_of_it() -> None:
+    # Each walk meets the type (compared or hashed by its fields) before the registrar gives it a
+    # hook; its later objects then go through the new hook: v=2 and v=3 compare equal, and the
+    # hash is the official library's for that sequence (a fresh walk would hash all three
+    # through the hook).
+    lhs = tvm_ffi.Array([SLateHook(v=1), SHookRegistrar(), SLateHook(v=2)])
+    rhs = tvm_ffi.Array([SLateHook(v=1), SHookRegistrar(), SLateHook(v=3)])
+    assert se(lhs, rhs)
+    first = sh(tvm_ffi.Array([SLateHashHook(v=1), SHookRegistrar(), SLateHashHook(v=2)]))
+    assert first == MIDWALK_HASH
+    assert sh(tvm_ffi.Array([SLateHashHook(v=1), SHookRegistrar(), SLateHashHook(v=2)])) != first
+
+
+@py_class("pyofficial.SBoolHash")
+class SBoolHash(Object):
+    a: int
+
+    def __s_hash__(self, init, h):
+        return True
+
+
+MIDWALK_HASH = 11441136644222865466  # recorded on the official library
+
+
+def test_hash_hook_results_convert_as_int64() -> None:
+    assert sh(SBoolHash(a=1)) == 1

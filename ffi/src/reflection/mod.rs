@@ -188,18 +188,20 @@ pub fn type_key(info: &TVMFFITypeInfo) -> &str {
 
 /// Every field of a type: its ancestors' (root excluded, parents first), then its own.
 pub fn all_fields(info: &TVMFFITypeInfo) -> Vec<FieldRef> {
-    let mut out = Vec::new();
-    let mut push_own = |owner: *const TVMFFITypeInfo| {
+    fields_iter(info).collect()
+}
+
+/// `all_fields` without the vector.
+pub fn fields_iter(info: &TVMFFITypeInfo) -> impl Iterator<Item = FieldRef> + Clone + '_ {
+    let owners = (1..info.type_depth.max(0) as usize)
+        // SAFETY: `type_ancestors` has `type_depth` entries.
+        .map(|depth| unsafe { *info.type_ancestors.add(depth) })
+        .chain(std::iter::once(info as *const TVMFFITypeInfo));
+    owners.flat_map(|owner| {
         // SAFETY: type infos are never freed.
         let n = unsafe { (*owner).num_fields }.max(0) as usize;
-        out.extend((0..n).map(|pos| FieldRef { owner, pos }));
-    };
-    for depth in 1..info.type_depth.max(0) as usize {
-        // SAFETY: `type_ancestors` has `type_depth` entries.
-        push_own(unsafe { *info.type_ancestors.add(depth) });
-    }
-    push_own(info);
-    out
+        (0..n).map(move |pos| FieldRef { owner, pos })
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ const MAP_COPY_MAX: usize = 8;
 
 /// The `__s_equal__` attribute column.
 pub const S_EQUAL_ATTR: &str = "__s_equal__";
+static S_EQUAL_COLUMN: crate::type_table::ColumnCache = crate::type_table::ColumnCache::new();
 
 /// One access step of a mismatch path.
 #[derive(Clone, Debug)]
@@ -198,7 +199,7 @@ impl Comparer {
             depth: Cell::new(0),
             callback: HookCallback::new(),
             buffers: Buffers::default(),
-            types: TypeCache::new(S_EQUAL_ATTR),
+            types: TypeCache::new(S_EQUAL_ATTR, &S_EQUAL_COLUMN),
         }
     }
 
@@ -470,7 +471,7 @@ impl Comparer {
         });
         if let Some(hook) = facts.hook()? {
             let ptrs = self.enter(&lhs, &rhs)?;
-            let ok = self.call_hook(hook, &lhs, &rhs);
+            let ok = self.call_hook(&hook, &lhs, &rhs);
             self.leave(ptrs);
             return Ok(Step::Done(self.finish_object(
                 &lhs,

@@ -19,6 +19,7 @@ use crate::string::raw_any_bytes;
 
 /// The `__s_hash__` attribute column.
 pub const S_HASH_ATTR: &str = "__s_hash__";
+static S_HASH_COLUMN: crate::type_table::ColumnCache = crate::type_table::ColumnCache::new();
 
 /// The structural hash of `value` (the official `uint64` bits).
 pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bool) -> Result<u64> {
@@ -36,7 +37,7 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         depth: Cell::new(0),
         callback: HookCallback::new(),
         buffers: Buffers::default(),
-        types: TypeCache::new(S_HASH_ATTR),
+        types: TypeCache::new(S_HASH_ATTR, &S_HASH_COLUMN),
     };
     let result = hasher.hash_any(value);
     hasher.callback.finish();
@@ -320,7 +321,7 @@ impl Hasher {
         });
         let init = facts.key_hash;
         if let Some(hook) = facts.hook()? {
-            let h = self.call_hook(hook, &v, init)?;
+            let h = self.call_hook(&hook, &v, init)?;
             return Ok(Step::Done(self.finish_object(&v, kind, free_var_saved, h)));
         }
         if facts.fields.is_empty() {
@@ -445,7 +446,8 @@ impl Hasher {
         let cb = Any::from(callback);
         let r = hook.call(&[v.as_view(), init.as_view(), cb.as_view()])?;
         match r.as_view().as_i64() {
-            Some(h) if r.type_index() == kTVMFFIInt => Ok(h as u64),
+            // (an int64 as the official library reads it: Bool converts too)
+            Some(h) if matches!(r.type_index(), kTVMFFIInt | kTVMFFIBool) => Ok(h as u64),
             _ => Err(Error::type_error(format!(
                 "{S_HASH_ATTR} of `{}` must return an int, got `{}`",
                 v.as_view().type_key(),

@@ -149,11 +149,10 @@ pub fn structural_kind(ti: i32) -> Result<i32> {
 pub struct TypeFacts {
     pub ti: i32,
     pub kind: i32,
-    /// The hook, or `Err` when the column holds something else (raised where the hook is read).
-    hook: std::result::Result<Option<Function>, ()>,
     hook_attr: &'static str,
+    hook_column: &'static type_table::ColumnCache,
     /// The fields the walks compare and hash (`SEqHashIgnore` ones left out), in visit order.
-    pub fields: Box<[WalkField]>,
+    pub fields: Vec<WalkField>,
     pub key_hash: u64,
 }
 
@@ -203,81 +202,121 @@ impl WalkField {
 }
 
 impl TypeFacts {
-    /// The type's hook in the walk's column (a TypeError when the entry is not a Function).
-    pub fn hook(&self) -> Result<Option<&Function>> {
-        match &self.hook {
-            Ok(h) => Ok(h.as_ref()),
-            Err(()) => attr_function(self.hook_attr, self.ti).map(|_| None),
-        }
+    /// The type's hook in the walk's column (a TypeError when the entry is not a Function), read
+    /// anew for each object as the official walks do: a hook may register another type's hook.
+    pub fn hook(&self) -> Result<Option<Function>> {
+        function_entry(
+            self.hook_column.entry(self.hook_attr, self.ti),
+            self.hook_attr,
+            self.ti,
+        )
     }
 }
 
 /// The facts of each object type a walk meets, looked up at its first object of that type.
 ///
 /// Rationale: looking them up per object (a locked search of the attribute columns by name and a
-/// fresh field list each time) was a third of comparing a tree of reflected objects. Type
-/// metadata, fields and hooks are registered when a type is defined, before its objects exist;
-/// a walk does not see one registered while it runs. Failures are not kept (each object of the
-/// type raises the same error again).
+/// fresh field list each time) was a third of comparing a tree of reflected objects. A type's
+/// metadata and fields are registered when it is defined, before its objects exist, so a walk
+/// keeps them; hooks are read per object from the column (a pointer kept by `ColumnCache`),
+/// since a hook may register another type's hook mid-walk. A failure is not kept (each object of
+/// the type raises the same error again).
 pub struct TypeCache {
     hook_attr: &'static str,
-    /// Indexed by type index: NULL, or a leaked `Box<TypeFacts>` freed on drop (entries are
-    /// only added, so a `&TypeFacts` handed out stays valid for the cache's lifetime).
-    entries: std::cell::RefCell<Vec<*mut TypeFacts>>,
+    hook_column: &'static type_table::ColumnCache,
+    /// The first `INLINE` types met, in place (no allocation for a small value): slots
+    /// `..inline_len` are initialised, and each is written once, through its own cell, while
+    /// the others may be borrowed.
+    inline: [std::cell::UnsafeCell<std::mem::MaybeUninit<TypeFacts>>; TypeCache::INLINE],
+    inline_len: std::cell::Cell<usize>,
+    /// The rest: type index -> a leaked `Box<TypeFacts>`, freed on drop.
+    more: std::cell::RefCell<PtrMap<usize, usize>>,
 }
 
 impl TypeCache {
-    pub fn new(hook_attr: &'static str) -> TypeCache {
+    const INLINE: usize = 8;
+
+    /// A cache for walks that read hooks from column `hook_attr` (through `hook_column`, which
+    /// only ever serves that column).
+    pub fn new(
+        hook_attr: &'static str,
+        hook_column: &'static type_table::ColumnCache,
+    ) -> TypeCache {
         TypeCache {
             hook_attr,
-            entries: Default::default(),
+            hook_column,
+            inline: std::array::from_fn(|_| {
+                std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit())
+            }),
+            inline_len: std::cell::Cell::new(0),
+            more: Default::default(),
         }
     }
 
     /// The facts of object type `ti`, or the TypeError of a type without a structural kind.
+    /// Entries are only added, so what this hands out stays valid for the cache's lifetime.
     pub fn get(&self, ti: i32) -> Result<&TypeFacts> {
-        let slot = ti.max(0) as usize;
-        if let Some(&f) = self.entries.borrow().get(slot) {
-            if !f.is_null() {
-                // SAFETY: a live entry, freed only when the cache drops.
-                return Ok(unsafe { &*f });
+        let n = self.inline_len.get();
+        for slot in &self.inline[..n] {
+            // SAFETY: slots below `inline_len` are initialised and never written again.
+            let f = unsafe { (*slot.get()).assume_init_ref() };
+            if f.ti == ti {
+                return Ok(f);
             }
         }
-        let facts = Box::into_raw(Box::new(TypeFacts {
+        if n == Self::INLINE {
+            if let Some(&f) = self.more.borrow().get(&(ti as usize)) {
+                // SAFETY: a live entry, freed only when the cache drops.
+                return Ok(unsafe { &*(f as *const TypeFacts) });
+            }
+        }
+        let facts = self.make(ti)?;
+        // (`make` runs no walk code, so nothing was added meanwhile)
+        if n < Self::INLINE {
+            let slot = &self.inline[n];
+            // SAFETY: slot `n` is uninitialised and unborrowed; it is written once, here.
+            let f = unsafe { (*slot.get()).write(facts) };
+            self.inline_len.set(n + 1);
+            return Ok(f);
+        }
+        let f = Box::into_raw(Box::new(facts));
+        self.more.borrow_mut().insert(ti as usize, f as usize);
+        // SAFETY: just leaked; freed only when the cache drops.
+        Ok(unsafe { &*f })
+    }
+
+    fn make(&self, ti: i32) -> Result<TypeFacts> {
+        let kind = structural_kind(ti)?;
+        let mut fields = Vec::new();
+        if let Some(e) = type_table::type_entry(ti) {
+            let all = crate::reflection::fields_iter(&e.info);
+            fields.reserve_exact(all.clone().count());
+            fields.extend(
+                all.filter(|f| f.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0)
+                    .map(WalkField::new),
+            );
+        }
+        Ok(TypeFacts {
             ti,
-            kind: structural_kind(ti)?,
-            hook: attr_function(self.hook_attr, ti).map_err(|_| ()),
+            kind,
             hook_attr: self.hook_attr,
-            fields: fields_of(ti)
-                .into_iter()
-                .filter(|f| f.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0)
-                .map(WalkField::new)
-                .collect(),
+            hook_column: self.hook_column,
+            fields,
             key_hash: key_hash_of(ti),
-        }));
-        let mut entries = self.entries.borrow_mut();
-        if entries.len() <= slot {
-            entries.resize(slot + 1, std::ptr::null_mut());
-        }
-        if entries[slot].is_null() {
-            entries[slot] = facts;
-        } else {
-            // (not reached: nothing above runs walk code that could have filled the slot)
-            // SAFETY: leaked above and not handed out.
-            drop(unsafe { Box::from_raw(facts) });
-        }
-        // SAFETY: a live entry, freed only when the cache drops.
-        Ok(unsafe { &*entries[slot] })
+        })
     }
 }
 
 impl Drop for TypeCache {
     fn drop(&mut self) {
-        for &f in self.entries.get_mut().iter() {
-            if !f.is_null() {
-                // SAFETY: leaked by `get`, freed once here.
-                drop(unsafe { Box::from_raw(f) });
-            }
+        let n = self.inline_len.get();
+        for slot in &mut self.inline[..n] {
+            // SAFETY: initialised slots, dropped once here.
+            unsafe { slot.get_mut().assume_init_drop() };
+        }
+        for (_, f) in self.more.get_mut().drain() {
+            // SAFETY: leaked by `get`, freed once here.
+            drop(unsafe { Box::from_raw(f as *mut TypeFacts) });
         }
     }
 }
@@ -285,7 +324,12 @@ impl Drop for TypeCache {
 /// The Function registered in attribute column `name` for type `ti`: `None` when absent, a
 /// TypeError when the entry is not a Function.
 pub fn attr_function(name: &str, ti: i32) -> Result<Option<Function>> {
-    let Some(v) = type_table::attr_value(name, ti) else {
+    function_entry(type_table::attr_value(name, ti), name, ti)
+}
+
+/// `attr_function` of the entry `v` read from column `name`.
+fn function_entry(v: Option<TVMFFIAny>, name: &str, ti: i32) -> Result<Option<Function>> {
+    let Some(v) = v else {
         return Ok(None);
     };
     if v.type_index != kTVMFFIFunction {
