@@ -108,6 +108,9 @@ struct Writer {
 struct Table {
     chunks: [AtomicPtr<[AtomicPtr<TypeEntry>; CHUNK]>; NUM_CHUNKS],
     writer: Mutex<Writer>,
+    /// The `EAGER_COLUMNS`, in order, set at creation: found without the writer lock (walks
+    /// and printers look a hook up per object, on any thread).
+    eager: [AtomicPtr<Column>; EAGER_COLUMNS.len()],
 }
 
 // SAFETY: raw pointers in Writer point at leaked, never-freed entries and columns, only mutated
@@ -178,6 +181,7 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
             counter: kTVMFFIDynObjectBegin,
             columns: BTreeMap::new(),
         }),
+        eager: [const { AtomicPtr::new(ptr::null_mut()) }; EAGER_COLUMNS.len()],
     };
     {
         let mut w = table.writer.lock();
@@ -194,8 +198,8 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
         for &(ti, key) in STATIC_OBJECT_KEYS {
             alloc(&mut w, key, ti, 1, false, kTVMFFIObject);
         }
-        for name in EAGER_COLUMNS {
-            table.column_locked(&mut w, name);
+        for (slot, name) in table.eager.iter().zip(EAGER_COLUMNS) {
+            slot.store(table.column_locked(&mut w, name), Ordering::Release);
         }
     }
     // Metadata after the writer lock is released: registration re-enters the table.
@@ -807,6 +811,11 @@ impl Table {
 
 /// `TVMFFIGetTypeAttrColumn`: the stable column pointer, or NULL when no such column exists.
 pub fn attr_column(name: &str) -> *const TVMFFITypeAttrColumn {
+    if let Some(i) = EAGER_COLUMNS.iter().position(|&n| n == name) {
+        let c = TABLE.eager[i].load(Ordering::Acquire);
+        // SAFETY: set when the table was made (non-NULL); columns are leaked.
+        return unsafe { &(*c).col as *const _ };
+    }
     let w = TABLE.writer.lock();
     match w.columns.get(name) {
         // SAFETY: columns are leaked.
