@@ -173,6 +173,17 @@ const STATIC_OBJECT_KEYS: &[(i32, &str)] = &[
     (kTVMFFIVisitInterrupt, "ffi.VisitInterrupt"),
 ];
 
+/// Bumped after every registration of a field or of metadata, for caches of what walks read
+/// per object type (`structural::type_facts`).
+static LAYOUT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The current `LAYOUT_GENERATION`: a cache of type fields or metadata made when it had another
+/// value may be stale.
+#[inline]
+pub fn layout_generation() -> u64 {
+    LAYOUT_GENERATION.load(Ordering::Acquire)
+}
+
 static TABLE: LazyLock<Table> = LazyLock::new(|| {
     let table = Table {
         chunks: [const { AtomicPtr::new(ptr::null_mut()) }; NUM_CHUNKS],
@@ -500,6 +511,7 @@ impl Table {
         let m = Box::new(TVMFFITypeMetadata { doc, ..*meta });
         e.info.metadata = &*m as *const _;
         e.metadata = Some(m);
+        LAYOUT_GENERATION.fetch_add(1, Ordering::Release);
         Ok(())
     }
 }
@@ -747,6 +759,7 @@ impl Table {
         e.fields.push(copy);
         e.info.fields = e.fields.as_ptr();
         e.info.num_fields = e.fields.len() as i32;
+        LAYOUT_GENERATION.fetch_add(1, Ordering::Release);
         Ok(())
     }
 

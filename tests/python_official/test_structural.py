@@ -3,10 +3,13 @@ GetFirstStructuralMismatch / StructuralKey) on containers, testing objects and p
 
 from __future__ import annotations
 
+import ctypes
+import os
+from typing import Any, Optional
+
 import numpy as np
 import pytest
 import tvm_ffi
-from typing import Optional
 
 from tvm_ffi import Object, testing
 from tvm_ffi.dataclasses import field, py_class
@@ -262,3 +265,126 @@ MIDWALK_HASH = 11441136644222865466  # recorded on the official library
 
 def test_hash_hook_results_convert_as_int64() -> None:
     assert sh(SBoolHash(a=1)) == 1
+
+
+# --- a field registered by a hook mid-walk -------------------------------------------------
+
+
+class _ByteArray(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_char_p), ("size", ctypes.c_size_t)]
+
+
+class _AnyC(ctypes.Structure):
+    _fields_ = [("type_index", ctypes.c_int32), ("pad", ctypes.c_uint32), ("v", ctypes.c_int64)]
+
+
+class _FieldInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", _ByteArray), ("doc", _ByteArray), ("metadata", _ByteArray),
+        ("flags", ctypes.c_int64), ("size", ctypes.c_int64), ("alignment", ctypes.c_int64),
+        ("offset", ctypes.c_int64), ("getter", ctypes.c_void_p), ("setter", ctypes.c_void_p),
+        ("default", _AnyC), ("static_type_index", ctypes.c_int32),
+    ]
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_AnyC))
+def _read_int_cell(addr, out):
+    # the field cell holds an int Any (a py_class field of type Any)
+    out[0].type_index, out[0].pad, out[0].v = 1, 0, _AnyC.from_address(addr).v
+    return 0
+
+
+@py_class("pyofficial.SLateField", structural_eq="tree")
+class SLateField(Object):
+    a: Any
+    b: Any = field(structural_eq="ignore")
+
+
+_late_field_registered: list = []
+
+
+@py_class("pyofficial.SFieldRegistrar", structural_eq="tree")
+class SFieldRegistrar(Object):
+    def __s_equal__(self, other, cmp):
+        if not _late_field_registered:
+            lib_path = os.environ["TVMFFI_UNDER_TEST_LIB"]
+            lib = ctypes.CDLL(lib_path)
+            # a compared field `late` reading the ignored field `b`'s cell
+            info = _FieldInfo(
+                name=_ByteArray(b"late", 4), doc=_ByteArray(None, 0), metadata=_ByteArray(b"{}", 2),
+                size=16, alignment=8, offset=SLateField.__tvm_ffi_type_info__.fields[1].offset,
+                getter=ctypes.cast(_read_int_cell, ctypes.c_void_p).value,
+            )
+            ti = SLateField.__tvm_ffi_type_info__.type_index
+            _late_field_registered.append(lib.TVMFFITypeRegisterField(ti, ctypes.byref(info)))
+        return True
+
+
+def test_a_field_registered_during_a_walk_is_compared_for_the_rest_of_it() -> None:
+    lhs = tvm_ffi.Array([SLateField(0, 0), SFieldRegistrar(), SLateField(1, 1)])
+    rhs = tvm_ffi.Array([SLateField(0, 0), SFieldRegistrar(), SLateField(1, 2)])
+    assert not se(lhs, rhs)
+    assert _late_field_registered == [0]
+    assert not se(lhs, rhs)
+
+
+# --- an error a hook catches leaves no trace on the walk -----------------------------------
+
+
+@py_class("pyofficial.SChainNode", structural_eq="tree")
+class SChainNode(Object):
+    a: Any
+
+
+_flaky_calls: list = []
+
+
+@py_class("pyofficial.SFlaky", structural_eq="tree")
+class SFlaky(Object):
+    def __s_hash__(self, init, h):
+        _flaky_calls.append(1)
+        if len(_flaky_calls) == 1:
+            raise ValueError("first time")
+        return init
+
+    def __s_equal__(self, other, cmp):
+        _flaky_calls.append(1)
+        if len(_flaky_calls) == 1:
+            raise ValueError("first time")
+        return True
+
+
+@py_class("pyofficial.SCatch", structural_eq="tree")
+class SCatch(Object):
+    x: Any
+
+    def __s_hash__(self, init, h):
+        try:
+            h(self.x, init, 0)  # fails 70 levels down, past the untracked shallow path
+        except ValueError:
+            pass
+        return h(self.x, init, 0)
+
+    def __s_equal__(self, other, cmp):
+        try:
+            cmp(self.x, other.x, 0, "x")
+        except ValueError:
+            pass
+        return cmp(self.x, other.x, 0, "x")
+
+
+def _deep_flaky(n: int = 70) -> Object:
+    v = SFlaky()
+    for _ in range(n):
+        v = SChainNode(v)
+    return v
+
+
+def test_a_caught_error_in_a_hook_is_not_a_cycle_later() -> None:
+    _flaky_calls.clear()
+    assert sh(SCatch(_deep_flaky())) == CAUGHT_ERROR_HASH
+    _flaky_calls.clear()
+    assert se(SCatch(_deep_flaky()), SCatch(_deep_flaky()))
+
+
+CAUGHT_ERROR_HASH = 10546090746480657998  # recorded on the official library

@@ -188,20 +188,57 @@ pub fn type_key(info: &TVMFFITypeInfo) -> &str {
 
 /// Every field of a type: its ancestors' (root excluded, parents first), then its own.
 pub fn all_fields(info: &TVMFFITypeInfo) -> Vec<FieldRef> {
-    fields_iter(info).collect()
+    let mut out = Vec::new();
+    let mut cursor = FieldCursor::new(info);
+    while let Some(f) = cursor.next_field() {
+        out.push(f);
+    }
+    out
 }
 
-/// `all_fields` without the vector.
-pub fn fields_iter(info: &TVMFFITypeInfo) -> impl Iterator<Item = FieldRef> + Clone + '_ {
-    let owners = (1..info.type_depth.max(0) as usize)
-        // SAFETY: `type_ancestors` has `type_depth` entries.
-        .map(|depth| unsafe { *info.type_ancestors.add(depth) })
-        .chain(std::iter::once(info as *const TVMFFITypeInfo));
-    owners.flat_map(|owner| {
-        // SAFETY: type infos are never freed.
-        let n = unsafe { (*owner).num_fields }.max(0) as usize;
-        (0..n).map(move |pos| FieldRef { owner, pos })
-    })
+/// The fields `all_fields` lists, read one at a time from the type table (no list is made, and
+/// a field registered meanwhile is seen, as the official walks see it).
+#[derive(Clone, Copy)]
+pub struct FieldCursor {
+    info: *const TVMFFITypeInfo,
+    /// The owner being read: an ancestor's depth, or `type_depth` for the type itself.
+    depth: usize,
+    pos: usize,
+}
+
+impl FieldCursor {
+    pub fn new(info: &TVMFFITypeInfo) -> FieldCursor {
+        FieldCursor {
+            info,
+            // (the root, `ffi.Object` at depth 0, has no fields; a root type starts at itself)
+            depth: (info.type_depth.max(0) as usize).min(1),
+            pos: 0,
+        }
+    }
+
+    /// The next field, or `None` after the type's own last one.
+    pub fn next_field(&mut self) -> Option<FieldRef> {
+        // SAFETY: type infos are never freed; `type_ancestors` has `type_depth` entries.
+        unsafe {
+            let own = (*self.info).type_depth.max(0) as usize;
+            loop {
+                let owner = match self.depth.cmp(&own) {
+                    std::cmp::Ordering::Less => *(*self.info).type_ancestors.add(self.depth),
+                    std::cmp::Ordering::Equal => self.info,
+                    std::cmp::Ordering::Greater => return None,
+                };
+                if (self.pos as i64) < (*owner).num_fields as i64 {
+                    self.pos += 1;
+                    return Some(FieldRef {
+                        owner,
+                        pos: self.pos - 1,
+                    });
+                }
+                self.depth += 1;
+                self.pos = 0;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

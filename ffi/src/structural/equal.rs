@@ -7,8 +7,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    container_len, field_name, map_get, map_items, push_region, tensor_parts, Buffers,
-    HookCallback, Items, PtrMap, PtrSet, TypeCache, TypeFacts, SHALLOW_PATH,
+    container_len, field_name, hook_in, map_get, map_items, push_region, tensor_parts, type_facts,
+    Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::map_base::{clone_raw, MapBase, RawMap};
 use crate::string::raw_any_bytes;
+use std::rc::Rc;
 
 /// Maps of up to this many entries are copied for the walk rather than read in place.
 const MAP_COPY_MAX: usize = 8;
@@ -112,12 +113,11 @@ struct Comparer {
     depth: Cell<usize>,
     callback: HookCallback<Comparer>,
     buffers: Buffers,
-    types: TypeCache,
 }
 
-enum Step<'a> {
+enum Step {
     Done(bool),
-    Push(Frame<'a>),
+    Push(Frame),
 }
 
 enum Next {
@@ -148,21 +148,22 @@ struct MapFrame {
     current: Option<(Any, Any)>,
 }
 
-struct FieldsFrame<'a> {
+struct FieldsFrame {
     lhs: Any,
     rhs: Any,
     kind: i32,
     free_var_saved: Option<i32>,
-    facts: &'a TypeFacts,
+    facts: Rc<TypeFacts>,
+    /// The field being compared, when its result comes back.
     next: usize,
     field_saved: Option<i32>,
 }
 
-enum Frame<'a> {
+enum Frame {
     Seq(SeqFrame),
     /// Boxed: the largest frame, and the rarest among objects' fields.
     Map(Box<MapFrame>),
-    Fields(FieldsFrame<'a>),
+    Fields(FieldsFrame),
 }
 
 fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
@@ -199,7 +200,6 @@ impl Comparer {
             depth: Cell::new(0),
             callback: HookCallback::new(),
             buffers: Buffers::default(),
-            types: TypeCache::new(S_EQUAL_ATTR, &S_EQUAL_COLUMN),
         }
     }
 
@@ -222,6 +222,22 @@ impl Comparer {
 
     fn compare_any(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
         let mut stack: Vec<Frame> = Vec::new();
+        let r = self.walk(lhs, rhs, &mut stack);
+        if r.is_err() {
+            // A hook may catch the error and compare on: leave the path this walk had entered,
+            // or later walks would take its objects for a cycle.
+            while let Some(frame) = stack.pop() {
+                self.leave(match &frame {
+                    Frame::Seq(f) => f.ptrs,
+                    Frame::Map(f) => f.ptrs,
+                    Frame::Fields(f) => (obj_ptr(&f.lhs) as usize, obj_ptr(&f.rhs) as usize),
+                });
+            }
+        }
+        r
+    }
+
+    fn walk(&self, lhs: &Any, rhs: &Any, stack: &mut Vec<Frame>) -> Result<bool> {
         let mut result = match self.begin(lhs.clone(), rhs.clone())? {
             Step::Done(b) => return Ok(b),
             Step::Push(f) => {
@@ -269,6 +285,7 @@ impl Comparer {
         let mut active = self.active.borrow_mut();
         for (side, p, v) in [(false, lp, l), (true, rp, r)] {
             if active.contains(&(side, p)) {
+                self.depth.set(depth - 1);
                 return Err(Error::value_error(format!(
                     "StructuralEqual: cycle detected, a `{}` contains itself",
                     v.as_view().type_key()
@@ -336,7 +353,7 @@ impl Comparer {
     }
 
     /// Takes the pair by value: a frame keeps what it needs without another reference each.
-    fn begin(&self, lhs: Any, rhs: Any) -> Result<Step<'_>> {
+    fn begin(&self, lhs: Any, rhs: Any) -> Result<Step> {
         if let Some(eq) = Self::leaf(&lhs, &rhs) {
             return Ok(Step::Done(eq));
         }
@@ -442,11 +459,11 @@ impl Comparer {
         Ok(unsafe { a.bytes() == b.bytes() })
     }
 
-    fn begin_object(&self, lhs: Any, rhs: Any) -> Result<Step<'_>> {
+    fn begin_object(&self, lhs: Any, rhs: Any) -> Result<Step> {
         let (lo, ro) = (obj_ptr(&lhs), obj_ptr(&rhs));
         // SAFETY: a live object.
         let ti = unsafe { (*lo).type_index };
-        let facts = self.types.get(ti)?;
+        let facts = type_facts(ti)?;
         let kind = facts.kind;
         if kind == kTVMFFISEqHashKindUniqueInstance {
             return Ok(Step::Done(lo == ro));
@@ -469,7 +486,7 @@ impl Comparer {
             }
             saved
         });
-        if let Some(hook) = facts.hook()? {
+        if let Some(hook) = hook_in(&S_EQUAL_COLUMN, S_EQUAL_ATTR, ti)? {
             let ptrs = self.enter(&lhs, &rhs)?;
             let ok = self.call_hook(&hook, &lhs, &rhs);
             self.leave(ptrs);

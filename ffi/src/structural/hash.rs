@@ -6,8 +6,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    key_hash_of, map_for_each, push_region, tensor_parts, Buffers, HookCallback, Items, PtrMap,
-    PtrSet, TypeCache, TypeFacts, SHALLOW_PATH,
+    hook_in, key_hash_of, map_for_each, push_region, tensor_parts, type_facts, Buffers,
+    HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::hash::{stable_hash_bytes, stable_hash_combine};
 use crate::string::raw_any_bytes;
+use std::rc::Rc;
 
 /// The `__s_hash__` attribute column.
 pub const S_HASH_ATTR: &str = "__s_hash__";
@@ -37,7 +38,6 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         depth: Cell::new(0),
         callback: HookCallback::new(),
         buffers: Buffers::default(),
-        types: TypeCache::new(S_HASH_ATTR, &S_HASH_COLUMN),
     };
     let result = hasher.hash_any(value);
     hasher.callback.finish();
@@ -56,15 +56,14 @@ struct Hasher {
     depth: Cell<usize>,
     callback: HookCallback<Hasher>,
     buffers: Buffers,
-    types: TypeCache,
 }
 
-enum Step<'a> {
+enum Step {
     Done(u64),
-    Push(Frame<'a>),
+    Push(Frame),
 }
 
-enum Frame<'a> {
+enum Frame {
     Seq {
         obj: usize,
         hash: u64,
@@ -79,16 +78,16 @@ enum Frame<'a> {
         items: Vec<(u64, Any)>,
         next: usize,
     },
-    Fields(FieldsFrame<'a>),
+    Fields(FieldsFrame),
 }
 
-struct FieldsFrame<'a> {
+struct FieldsFrame {
     value: Any,
     kind: i32,
     /// The region to restore once this (free-variable) object is finished.
     free_var_saved: Option<i32>,
     hash: u64,
-    facts: &'a TypeFacts,
+    facts: Rc<TypeFacts>,
     next: usize,
     /// The region to restore after the field being hashed (a definition field).
     field_saved: Option<i32>,
@@ -107,6 +106,21 @@ fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
 impl Hasher {
     fn hash_any(&self, root: &Any) -> Result<u64> {
         let mut stack: Vec<Frame> = Vec::new();
+        let r = self.walk(root, &mut stack);
+        if r.is_err() {
+            // A hook may catch the error and hash on: leave the path this walk had entered, or
+            // later walks would take its objects for a cycle.
+            while let Some(frame) = stack.pop() {
+                self.leave(match &frame {
+                    Frame::Seq { obj, .. } | Frame::Map { obj, .. } => *obj,
+                    Frame::Fields(f) => obj_ptr(&f.value) as usize,
+                });
+            }
+        }
+        r
+    }
+
+    fn walk(&self, root: &Any, stack: &mut Vec<Frame>) -> Result<u64> {
         let mut result = match self.begin(root.clone())? {
             Step::Done(h) => return Ok(h),
             Step::Push(f) => {
@@ -144,6 +158,7 @@ impl Hasher {
         let depth = self.depth.get() + 1;
         self.depth.set(depth);
         if depth > SHALLOW_PATH && !super::path_insert(&mut self.active.borrow_mut(), p) {
+            self.depth.set(depth - 1);
             return Err(Error::value_error(format!(
                 "StructuralHash: cycle detected, a `{}` contains itself",
                 v.as_view().type_key()
@@ -191,7 +206,7 @@ impl Hasher {
     }
 
     /// Takes the value: a frame keeps what it needs without another reference.
-    fn begin(&self, v: Any) -> Result<Step<'_>> {
+    fn begin(&self, v: Any) -> Result<Step> {
         if let Some(h) = Self::leaf(&v) {
             return Ok(Step::Done(h));
         }
@@ -302,11 +317,11 @@ impl Hasher {
         }
     }
 
-    fn begin_object(&self, v: Any) -> Result<Step<'_>> {
+    fn begin_object(&self, v: Any) -> Result<Step> {
         let obj = obj_ptr(&v);
         // SAFETY: a live object.
         let ti = unsafe { (*obj).type_index };
-        let facts = self.types.get(ti)?;
+        let facts = type_facts(ti)?;
         let kind = facts.kind;
         if let Some((_, h)) = self.memo.borrow().get(&(obj as usize)) {
             return Ok(Step::Done(*h));
@@ -320,8 +335,19 @@ impl Hasher {
             saved
         });
         let init = facts.key_hash;
-        if let Some(hook) = facts.hook()? {
-            let h = self.call_hook(&hook, &v, init)?;
+        let hook = match hook_in(&S_HASH_COLUMN, S_HASH_ATTR, ti) {
+            Ok(hook) => hook,
+            Err(e) => {
+                self.leave(obj as usize);
+                return Err(e);
+            }
+        };
+        if let Some(hook) = hook {
+            let h = self.call_hook(&hook, &v, init);
+            if h.is_err() {
+                self.leave(obj as usize);
+            }
+            let h = h?;
             return Ok(Step::Done(self.finish_object(&v, kind, free_var_saved, h)));
         }
         if facts.fields.is_empty() {

@@ -129,7 +129,12 @@ pub fn key_hash_of(ti: i32) -> u64 {
 
 /// The structural kind of an object type, or the official TypeError when it has none.
 pub fn structural_kind(ti: i32) -> Result<i32> {
-    match metadata_of(ti) {
+    structural_kind_of(type_table::type_entry(ti), ti)
+}
+
+/// `structural_kind` of type `ti` whose table entry, looked up once by a walk, is `entry`.
+pub fn structural_kind_of(entry: Option<&type_table::TypeEntry>, ti: i32) -> Result<i32> {
+    match entry.and_then(|e| e.metadata()) {
         None => Err(Error::type_error(format!(
             "Type metadata is not set for type `{}`, so StructuralHash is not supported for this type",
             type_table::type_key_of(ti)
@@ -144,19 +149,22 @@ pub fn structural_kind(ti: i32) -> Result<i32> {
     }
 }
 
-/// What a structural walk needs of one object type: its kind, its hook in the walk's attribute
-/// column, its reflected fields and its key hash.
-pub struct TypeFacts {
-    pub ti: i32,
-    pub kind: i32,
-    hook_attr: &'static str,
-    hook_column: &'static type_table::ColumnCache,
-    /// The fields the walks compare and hash (`SEqHashIgnore` ones left out), in visit order.
-    pub fields: Vec<WalkField>,
-    pub key_hash: u64,
+/// The Function in attribute column `name` for type `ti`, read through `column` (the column's
+/// pointer kept by the caller: walks read a hook per object, as the official walks do, since a
+/// hook may register another type's hook mid-walk).
+pub fn hook_in(column: &type_table::ColumnCache, name: &str, ti: i32) -> Result<Option<Function>> {
+    function_entry(column.entry(name, ti), name, ti)
 }
 
-/// A field as the walks read it: its getter and offset copied out of the type table once.
+/// What the walks need of one object type: its structural kind, its key hash and the fields they
+/// compare and hash (`SEqHashIgnore` ones left out, getters and offsets copied out).
+pub struct TypeFacts {
+    pub kind: i32,
+    pub key_hash: u64,
+    pub fields: Box<[WalkField]>,
+}
+
+/// A field as the walks read it.
 pub struct WalkField {
     pub field: FieldRef,
     getter: TVMFFIFieldGetter,
@@ -166,16 +174,6 @@ pub struct WalkField {
 }
 
 impl WalkField {
-    fn new(field: FieldRef) -> WalkField {
-        let info = field.info();
-        WalkField {
-            field,
-            getter: info.getter,
-            offset: info.offset as isize,
-            region: field_region(info.flags),
-        }
-    }
-
     /// Reads the field of `obj` (as `get_field`).
     ///
     /// # Safety
@@ -188,137 +186,93 @@ impl WalkField {
         };
         let mut out = Any::none();
         // SAFETY: the getter reads the field of a live object into an owned slot.
-        if unsafe {
+        let rc = unsafe {
             getter(
                 (obj as *mut u8).offset(self.offset).cast(),
                 out.as_out_ptr(),
             )
-        } != 0
-        {
+        };
+        if rc != 0 {
             return Err(crate::error::fetch_raised("field getter"));
         }
         Ok(out)
     }
 }
 
-impl TypeFacts {
-    /// The type's hook in the walk's column (a TypeError when the entry is not a Function), read
-    /// anew for each object as the official walks do: a hook may register another type's hook.
-    pub fn hook(&self) -> Result<Option<Function>> {
-        function_entry(
-            self.hook_column.entry(self.hook_attr, self.ti),
-            self.hook_attr,
-            self.ti,
-        )
-    }
+/// The facts of each object type, per thread, made at a walk's first object of that type.
+struct FactsTable {
+    /// `type_table::layout_generation()` when the entries were made.
+    generation: u64,
+    by_type: Vec<Option<std::rc::Rc<TypeFacts>>>,
 }
 
-/// The facts of each object type a walk meets, looked up at its first object of that type.
+thread_local! {
+    static FACTS: std::cell::RefCell<FactsTable> = const {
+        std::cell::RefCell::new(FactsTable { generation: 0, by_type: Vec::new() })
+    };
+}
+
+/// The facts of object type `ti`, or the TypeError of a type without a structural kind.
 ///
-/// Rationale: looking them up per object (a locked search of the attribute columns by name and a
-/// fresh field list each time) was a third of comparing a tree of reflected objects. A type's
-/// metadata and fields are registered when it is defined, before its objects exist, so a walk
-/// keeps them; hooks are read per object from the column (a pointer kept by `ColumnCache`),
-/// since a hook may register another type's hook mid-walk. A failure is not kept (each object of
-/// the type raises the same error again).
-pub struct TypeCache {
-    hook_attr: &'static str,
-    hook_column: &'static type_table::ColumnCache,
-    /// The first `INLINE` types met, in place (no allocation for a small value): slots
-    /// `..inline_len` are initialised, and each is written once, through its own cell, while
-    /// the others may be borrowed.
-    inline: [std::cell::UnsafeCell<std::mem::MaybeUninit<TypeFacts>>; TypeCache::INLINE],
-    inline_len: std::cell::Cell<usize>,
-    /// The rest: type index -> a leaked `Box<TypeFacts>`, freed on drop.
-    more: std::cell::RefCell<PtrMap<usize, usize>>,
+/// Rationale: reading them per object (a locked search of the attribute columns by name, the
+/// type key formatted for an error not raised, a field list allocated) was a third of comparing
+/// a tree of reflected objects, and reading the fields live from the type table per object still
+/// cost 1.1x. They are kept per thread and per type, and dropped whenever a field or metadata is
+/// registered anywhere (`layout_generation`), so a walk sees a field registered mid-walk (by a
+/// hook) as the official walks do. Hooks are not kept: they are read per object
+/// (`hook_in`). A failure is not kept (each object of the type raises the same error again). The
+/// entries hold no foreign objects, so a thread's table may outlive any interpreter.
+pub fn type_facts(ti: i32) -> Result<std::rc::Rc<TypeFacts>> {
+    let generation = type_table::layout_generation();
+    let slot = ti.max(0) as usize;
+    let cached = FACTS.try_with(|t| {
+        let t = t.borrow();
+        match t.by_type.get(slot) {
+            Some(Some(f)) if t.generation == generation => Some(f.clone()),
+            _ => None,
+        }
+    });
+    if let Ok(Some(f)) = cached {
+        return Ok(f);
+    }
+    let facts = std::rc::Rc::new(make_facts(ti)?);
+    let _ = FACTS.try_with(|t| {
+        let mut t = t.borrow_mut();
+        if t.generation != generation {
+            t.by_type.clear();
+            t.generation = generation;
+        }
+        if t.by_type.len() <= slot {
+            t.by_type.resize(slot + 1, None);
+        }
+        t.by_type[slot] = Some(facts.clone());
+    });
+    Ok(facts)
 }
 
-impl TypeCache {
-    const INLINE: usize = 8;
-
-    /// A cache for walks that read hooks from column `hook_attr` (through `hook_column`, which
-    /// only ever serves that column).
-    pub fn new(
-        hook_attr: &'static str,
-        hook_column: &'static type_table::ColumnCache,
-    ) -> TypeCache {
-        TypeCache {
-            hook_attr,
-            hook_column,
-            inline: std::array::from_fn(|_| {
-                std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit())
-            }),
-            inline_len: std::cell::Cell::new(0),
-            more: Default::default(),
-        }
-    }
-
-    /// The facts of object type `ti`, or the TypeError of a type without a structural kind.
-    /// Entries are only added, so what this hands out stays valid for the cache's lifetime.
-    pub fn get(&self, ti: i32) -> Result<&TypeFacts> {
-        let n = self.inline_len.get();
-        for slot in &self.inline[..n] {
-            // SAFETY: slots below `inline_len` are initialised and never written again.
-            let f = unsafe { (*slot.get()).assume_init_ref() };
-            if f.ti == ti {
-                return Ok(f);
+fn make_facts(ti: i32) -> Result<TypeFacts> {
+    let entry = type_table::type_entry(ti);
+    let kind = structural_kind_of(entry, ti)?;
+    let mut fields = Vec::new();
+    if let Some(e) = entry {
+        let mut cursor = crate::reflection::FieldCursor::new(&e.info);
+        while let Some(field) = cursor.next_field() {
+            let info = field.info();
+            if info.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0 {
+                fields.push(WalkField {
+                    field,
+                    getter: info.getter,
+                    offset: info.offset as isize,
+                    region: field_region(info.flags),
+                });
             }
         }
-        if n == Self::INLINE {
-            if let Some(&f) = self.more.borrow().get(&(ti as usize)) {
-                // SAFETY: a live entry, freed only when the cache drops.
-                return Ok(unsafe { &*(f as *const TypeFacts) });
-            }
-        }
-        let facts = self.make(ti)?;
-        // (`make` runs no walk code, so nothing was added meanwhile)
-        if n < Self::INLINE {
-            let slot = &self.inline[n];
-            // SAFETY: slot `n` is uninitialised and unborrowed; it is written once, here.
-            let f = unsafe { (*slot.get()).write(facts) };
-            self.inline_len.set(n + 1);
-            return Ok(f);
-        }
-        let f = Box::into_raw(Box::new(facts));
-        self.more.borrow_mut().insert(ti as usize, f as usize);
-        // SAFETY: just leaked; freed only when the cache drops.
-        Ok(unsafe { &*f })
     }
-
-    fn make(&self, ti: i32) -> Result<TypeFacts> {
-        let kind = structural_kind(ti)?;
-        let mut fields = Vec::new();
-        if let Some(e) = type_table::type_entry(ti) {
-            let all = crate::reflection::fields_iter(&e.info);
-            fields.reserve_exact(all.clone().count());
-            fields.extend(
-                all.filter(|f| f.flags() & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0)
-                    .map(WalkField::new),
-            );
-        }
-        Ok(TypeFacts {
-            ti,
-            kind,
-            hook_attr: self.hook_attr,
-            hook_column: self.hook_column,
-            fields,
-            key_hash: key_hash_of(ti),
-        })
-    }
-}
-
-impl Drop for TypeCache {
-    fn drop(&mut self) {
-        let n = self.inline_len.get();
-        for slot in &mut self.inline[..n] {
-            // SAFETY: initialised slots, dropped once here.
-            unsafe { slot.get_mut().assume_init_drop() };
-        }
-        for (_, f) in self.more.get_mut().drain() {
-            // SAFETY: leaked by `get`, freed once here.
-            drop(unsafe { Box::from_raw(f as *mut TypeFacts) });
-        }
-    }
+    Ok(TypeFacts {
+        kind,
+        key_hash: entry.map_or(0, |e| e.info.type_key_hash),
+        fields: fields.into_boxed_slice(),
+    })
 }
 
 /// The Function registered in attribute column `name` for type `ti`: `None` when absent, a
