@@ -38,6 +38,9 @@ pub struct TypeEntry {
     metadata: Option<Box<TVMFFITypeMetadata>>,
     /// Backing storage of the byte arrays inside `fields`, `methods` and `metadata`.
     strings: Vec<Box<[u8]>>,
+    /// What the structural walks derived from this entry (`structural::type_facts`), owned by
+    /// them: NULL until a walk meets an object of the type.
+    pub(crate) walk_facts: AtomicPtr<std::ffi::c_void>,
 }
 
 impl TypeEntry {
@@ -461,6 +464,7 @@ impl Table {
             methods: Vec::new(),
             metadata: None,
             strings: Vec::new(),
+            walk_facts: AtomicPtr::new(ptr::null_mut()),
         }));
         self.set(index, entry);
         w.key_to_index.insert(key.into(), index);

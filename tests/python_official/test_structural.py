@@ -300,6 +300,23 @@ class SLateField(Object):
     b: Any = field(structural_eq="ignore")
 
 
+_kept_field_infos: list = []
+
+
+def _register_int_field(cls, name: str, offset: int) -> int:
+    """TVMFFITypeRegisterField on `cls`: a compared int field `name` read from the cell at
+    `offset` (one of the type's own Any fields)."""
+    lib = ctypes.CDLL(os.environ["TVMFFI_UNDER_TEST_LIB"])
+    info = _FieldInfo(
+        name=_ByteArray(name.encode(), len(name)), doc=_ByteArray(None, 0),
+        metadata=_ByteArray(b"{}", 2), size=16, alignment=8, offset=offset,
+        getter=ctypes.cast(_read_int_cell, ctypes.c_void_p).value, static_type_index=-1,
+    )
+    _kept_field_infos.append(info)
+    ti = cls.__tvm_ffi_type_info__.type_index
+    return lib.TVMFFITypeRegisterField(ti, ctypes.byref(info))
+
+
 _late_field_registered: list = []
 
 
@@ -307,16 +324,9 @@ _late_field_registered: list = []
 class SFieldRegistrar(Object):
     def __s_equal__(self, other, cmp):
         if not _late_field_registered:
-            lib_path = os.environ["TVMFFI_UNDER_TEST_LIB"]
-            lib = ctypes.CDLL(lib_path)
             # a compared field `late` reading the ignored field `b`'s cell
-            info = _FieldInfo(
-                name=_ByteArray(b"late", 4), doc=_ByteArray(None, 0), metadata=_ByteArray(b"{}", 2),
-                size=16, alignment=8, offset=SLateField.__tvm_ffi_type_info__.fields[1].offset,
-                getter=ctypes.cast(_read_int_cell, ctypes.c_void_p).value,
-            )
-            ti = SLateField.__tvm_ffi_type_info__.type_index
-            _late_field_registered.append(lib.TVMFFITypeRegisterField(ti, ctypes.byref(info)))
+            offset = SLateField.__tvm_ffi_type_info__.fields[1].offset
+            _late_field_registered.append(_register_int_field(SLateField, "late", offset))
         return True
 
 
@@ -326,6 +336,47 @@ def test_a_field_registered_during_a_walk_is_compared_for_the_rest_of_it() -> No
     assert not se(lhs, rhs)
     assert _late_field_registered == [0]
     assert not se(lhs, rhs)
+
+
+@py_class("pyofficial.SGrowingParent", structural_eq="tree")
+class SGrowingParent(Object):
+    a: Any
+    b: Any
+    c: Any = field(structural_eq="ignore")
+
+
+_parent_field_registered: list = []
+
+
+@py_class("pyofficial.SParentRegistrar", structural_eq="tree")
+class SParentRegistrar(Object):
+    """A child whose hooks give its parent's type a compared field `late` (reading `c`)."""
+
+    def _grow(self) -> None:
+        if not _parent_field_registered:
+            offset = SGrowingParent.__tvm_ffi_type_info__.fields[2].offset
+            _parent_field_registered.append(_register_int_field(SGrowingParent, "late", offset))
+
+    def __s_equal__(self, other, cmp):
+        self._grow()
+        return True
+
+    def __s_hash__(self, init, h):
+        self._grow()
+        return init
+
+
+def test_a_field_the_object_being_compared_gains_is_compared() -> None:
+    # The parent is mid-way through its fields when the child's hook registers `late` on the
+    # parent's own type: the official walk reads the field list live, so the parent's `late`
+    # (5 against 6) is compared, and hashed, in this very call.
+    lhs, rhs = SGrowingParent(SParentRegistrar(), 1, 5), SGrowingParent(SParentRegistrar(), 1, 6)
+    assert not se(lhs, rhs)
+    assert _parent_field_registered == [0]
+    assert not se(lhs, rhs)
+    lp, rp = tvm_ffi.get_first_structural_mismatch(lhs, rhs)
+    assert repr(lp) == "<root>.late" == repr(rp)
+    assert sh(lhs) != sh(rhs)
 
 
 # --- an error a hook catches leaves no trace on the walk -----------------------------------

@@ -64,7 +64,7 @@ pub fn global_function(name: &str) -> Option<Function> {
 
 /// One field of a type, found again through its owner's stable `TVMFFITypeInfo` on each use
 /// (the owner's field array can move when more fields are registered).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct FieldRef {
     owner: *const TVMFFITypeInfo,
     pos: usize,

@@ -7,8 +7,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    container_len, field_name, hook_in, map_get, map_items, push_region, tensor_parts, type_facts,
-    Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
+    container_len, field_name, hook_in, map_get, map_items, more_fields, push_region, tensor_parts,
+    type_facts, Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::map_base::{clone_raw, MapBase, RawMap};
 use crate::string::raw_any_bytes;
-use std::rc::Rc;
 
 /// Maps of up to this many entries are copied for the walk rather than read in place.
 const MAP_COPY_MAX: usize = 8;
@@ -100,6 +99,8 @@ pub fn first_mismatch_paths(
 }
 
 struct Comparer {
+    /// `type_table::layout_generation()` when the walk began.
+    generation: u64,
     region: Cell<i32>,
     skip_tensor_content: bool,
     /// Reverse mismatch paths (lhs, rhs), when tracing.
@@ -153,7 +154,7 @@ struct FieldsFrame {
     rhs: Any,
     kind: i32,
     free_var_saved: Option<i32>,
-    facts: Rc<TypeFacts>,
+    facts: &'static TypeFacts,
     /// The field being compared, when its result comes back.
     next: usize,
     field_saved: Option<i32>,
@@ -200,6 +201,7 @@ impl Comparer {
             depth: Cell::new(0),
             callback: HookCallback::new(),
             buffers: Buffers::default(),
+            generation: crate::type_table::layout_generation(),
         }
     }
 
@@ -669,6 +671,18 @@ impl Comparer {
                 Ok(Next::Done(false))
             }
             Frame::Fields(f) => {
+                if f.next == f.facts.fields.len()
+                    && crate::type_table::layout_generation() != self.generation
+                {
+                    // A field was registered since the walk began (by a hook, say): this
+                    // object's type may have gained one after those compared so far.
+                    // SAFETY: a live object.
+                    let ti = unsafe { (*obj_ptr(&f.lhs)).type_index };
+                    if let Some((facts, at)) = more_fields(ti, f.facts)? {
+                        f.facts = facts;
+                        f.next = at;
+                    }
+                }
                 if let Some(field) = f.facts.fields.get(f.next) {
                     // SAFETY: the object is live and its type has this field.
                     let lv = unsafe { field.get(obj_ptr(&f.lhs)) }?;

@@ -6,8 +6,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    hook_in, key_hash_of, map_for_each, push_region, tensor_parts, type_facts, Buffers,
-    HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
+    hook_in, key_hash_of, map_for_each, more_fields, push_region, tensor_parts, type_facts,
+    Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::hash::{stable_hash_bytes, stable_hash_combine};
 use crate::string::raw_any_bytes;
-use std::rc::Rc;
 
 /// The `__s_hash__` attribute column.
 pub const S_HASH_ATTR: &str = "__s_hash__";
@@ -38,6 +37,7 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         depth: Cell::new(0),
         callback: HookCallback::new(),
         buffers: Buffers::default(),
+        generation: crate::type_table::layout_generation(),
     };
     let result = hasher.hash_any(value);
     hasher.callback.finish();
@@ -45,6 +45,8 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
 }
 
 struct Hasher {
+    /// `type_table::layout_generation()` when the walk began.
+    generation: u64,
     region: Cell<i32>,
     skip_tensor_content: bool,
     free_var_counter: Cell<u32>,
@@ -87,7 +89,7 @@ struct FieldsFrame {
     /// The region to restore once this (free-variable) object is finished.
     free_var_saved: Option<i32>,
     hash: u64,
-    facts: Rc<TypeFacts>,
+    facts: &'static TypeFacts,
     next: usize,
     /// The region to restore after the field being hashed (a definition field).
     field_saved: Option<i32>,
@@ -437,6 +439,18 @@ impl Hasher {
                 Ok(Next::Done(*hash))
             }
             Frame::Fields(f) => {
+                if f.next == f.facts.fields.len()
+                    && crate::type_table::layout_generation() != self.generation
+                {
+                    // A field was registered since the walk began (by a hook, say): this
+                    // object's type may have gained one after those compared so far.
+                    // SAFETY: a live object.
+                    let ti = unsafe { (*obj_ptr(&f.value)).type_index };
+                    if let Some((facts, at)) = more_fields(ti, f.facts)? {
+                        f.facts = facts;
+                        f.next = at;
+                    }
+                }
                 if let Some(field) = f.facts.fields.get(f.next) {
                     f.next += 1;
                     // SAFETY: the object is live and its type has this field.

@@ -162,6 +162,9 @@ pub struct TypeFacts {
     pub kind: i32,
     pub key_hash: u64,
     pub fields: Box<[WalkField]>,
+    /// The type's field count (its own and its ancestors') when these were made: fields are only
+    /// ever appended, so another count means another list.
+    field_count: usize,
 }
 
 /// A field as the walks read it.
@@ -199,17 +202,18 @@ impl WalkField {
     }
 }
 
-/// The facts of each object type, per thread, made at a walk's first object of that type.
-struct FactsTable {
-    /// `type_table::layout_generation()` when the entries were made.
-    generation: u64,
-    by_type: Vec<Option<std::rc::Rc<TypeFacts>>>,
-}
+/// Facts replaced because their type gained a field: never freed, as a walk on another thread
+/// may still read them (only a field registered after a walk met its type retires any).
+static RETIRED_FACTS: parking_lot::Mutex<Vec<usize>> = parking_lot::Mutex::new(Vec::new());
 
-thread_local! {
-    static FACTS: std::cell::RefCell<FactsTable> = const {
-        std::cell::RefCell::new(FactsTable { generation: 0, by_type: Vec::new() })
-    };
+/// The number of fields of a type, its ancestors' included.
+fn field_count(info: &TVMFFITypeInfo) -> usize {
+    let mut n = info.num_fields.max(0) as usize;
+    for depth in 1..info.type_depth.max(0) as usize {
+        // SAFETY: `type_ancestors` has `type_depth` entries; type infos are never freed.
+        n += unsafe { (**info.type_ancestors.add(depth)).num_fields }.max(0) as usize;
+    }
+    n
 }
 
 /// The facts of object type `ti`, or the TypeError of a type without a structural kind.
@@ -217,62 +221,91 @@ thread_local! {
 /// Rationale: reading them per object (a locked search of the attribute columns by name, the
 /// type key formatted for an error not raised, a field list allocated) was a third of comparing
 /// a tree of reflected objects, and reading the fields live from the type table per object still
-/// cost 1.1x. They are kept per thread and per type, and dropped whenever a field or metadata is
-/// registered anywhere (`layout_generation`), so a walk sees a field registered mid-walk (by a
-/// hook) as the official walks do. Hooks are not kept: they are read per object
-/// (`hook_in`). A failure is not kept (each object of the type raises the same error again). The
-/// entries hold no foreign objects, so a thread's table may outlive any interpreter.
-pub fn type_facts(ti: i32) -> Result<std::rc::Rc<TypeFacts>> {
-    let generation = type_table::layout_generation();
-    let slot = ti.max(0) as usize;
-    let cached = FACTS.try_with(|t| {
-        let t = t.borrow();
-        match t.by_type.get(slot) {
-            Some(Some(f)) if t.generation == generation => Some(f.clone()),
-            _ => None,
+/// cost 1.1x. They are made once per type and kept with its table entry, checked per object
+/// against the type's field count (a few loads): a field registered meanwhile, by a hook
+/// mid-walk say, is seen as the official walks see it. Hooks are not kept: they are read per
+/// object (`hook_in`). A failure is not kept (each object of the type raises the same error
+/// again). Nothing here is per thread or per call.
+pub fn type_facts(ti: i32) -> Result<&'static TypeFacts> {
+    let Some(entry) = type_table::type_entry(ti) else {
+        return Err(structural_kind_of(None, ti).expect_err("an unknown type has no kind"));
+    };
+    let slot = &entry.walk_facts;
+    let current = slot.load(std::sync::atomic::Ordering::Acquire) as *mut TypeFacts;
+    let count = field_count(&entry.info);
+    // SAFETY: published facts are never freed.
+    if let Some(f) = unsafe { current.as_ref() } {
+        if f.field_count == count {
+            return Ok(f);
         }
-    });
-    if let Ok(Some(f)) = cached {
-        return Ok(f);
     }
-    let facts = std::rc::Rc::new(make_facts(ti)?);
-    let _ = FACTS.try_with(|t| {
-        let mut t = t.borrow_mut();
-        if t.generation != generation {
-            t.by_type.clear();
-            t.generation = generation;
+    let made = Box::into_raw(Box::new(make_facts(entry, ti, count)?));
+    match slot.compare_exchange(
+        current.cast(),
+        made.cast(),
+        std::sync::atomic::Ordering::AcqRel,
+        std::sync::atomic::Ordering::Acquire,
+    ) {
+        Ok(old) => {
+            if !old.is_null() {
+                RETIRED_FACTS.lock().push(old as usize);
+            }
+            // SAFETY: just published; never freed.
+            Ok(unsafe { &*made })
         }
-        if t.by_type.len() <= slot {
-            t.by_type.resize(slot + 1, None);
+        Err(theirs) => {
+            // Another thread published first: keep theirs (checked again at the next object).
+            // SAFETY: `made` was never published.
+            drop(unsafe { Box::from_raw(made) });
+            // SAFETY: published facts are never freed (non-NULL: the slot never goes back).
+            Ok(unsafe { &*(theirs as *const TypeFacts) })
         }
-        t.by_type[slot] = Some(facts.clone());
-    });
-    Ok(facts)
+    }
 }
 
-fn make_facts(ti: i32) -> Result<TypeFacts> {
-    let entry = type_table::type_entry(ti);
-    let kind = structural_kind_of(entry, ti)?;
+fn make_facts(entry: &type_table::TypeEntry, ti: i32, count: usize) -> Result<TypeFacts> {
+    let kind = structural_kind_of(Some(entry), ti)?;
     let mut fields = Vec::new();
-    if let Some(e) = entry {
-        let mut cursor = crate::reflection::FieldCursor::new(&e.info);
-        while let Some(field) = cursor.next_field() {
-            let info = field.info();
-            if info.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0 {
-                fields.push(WalkField {
-                    field,
-                    getter: info.getter,
-                    offset: info.offset as isize,
-                    region: field_region(info.flags),
-                });
-            }
+    let mut cursor = crate::reflection::FieldCursor::new(&entry.info);
+    while let Some(field) = cursor.next_field() {
+        let info = field.info();
+        if info.flags & kTVMFFIFieldFlagBitMaskSEqHashIgnore == 0 {
+            fields.push(WalkField {
+                field,
+                getter: info.getter,
+                offset: info.offset as isize,
+                region: field_region(info.flags),
+            });
         }
     }
     Ok(TypeFacts {
         kind,
-        key_hash: entry.map_or(0, |e| e.info.type_key_hash),
+        key_hash: entry.info.type_key_hash,
         fields: fields.into_boxed_slice(),
+        field_count: count,
     })
+}
+
+/// After the facts `old` of type `ti` ran out of fields for an object: the facts to go on with
+/// and the position to go on from, when the type has gained fields since (an append to its own
+/// list or to an ancestor's still ahead of the walk is read, as the official walks read the
+/// list live; one to an ancestor already passed is not), else `None`.
+pub fn more_fields(
+    ti: i32,
+    old: &'static TypeFacts,
+) -> Result<Option<(&'static TypeFacts, usize)>> {
+    let new = type_facts(ti)?;
+    if std::ptr::eq(new, old) {
+        return Ok(None);
+    }
+    let resume = match old.fields.last() {
+        None => 0,
+        Some(last) => match new.fields.iter().position(|f| f.field == last.field) {
+            Some(i) => i + 1,
+            None => return Ok(None),
+        },
+    };
+    Ok((resume < new.fields.len()).then_some((new, resume)))
 }
 
 /// The Function registered in attribute column `name` for type `ti`: `None` when absent, a
