@@ -379,6 +379,82 @@ def test_a_field_the_object_being_compared_gains_is_compared() -> None:
     assert sh(lhs) != sh(rhs)
 
 
+@py_class("pyofficial.SGrowingBase", structural_eq="tree")
+class SGrowingBase(Object):
+    a1: Any
+    ig: Any = field(structural_eq="ignore")
+
+
+@py_class("pyofficial.SGrowingChild", structural_eq="tree")
+class SGrowingChild(SGrowingBase):
+    t1: Any = 0
+
+
+_base_field_registered: list = []
+
+
+@py_class("pyofficial.SBaseRegistrar", structural_eq="tree")
+class SBaseRegistrar(Object):
+    """Its hooks give SGrowingBase a compared field `late` (reading `ig`)."""
+
+    def _grow(self) -> None:
+        if not _base_field_registered:
+            offset = SGrowingBase.__tvm_ffi_type_info__.fields[1].offset
+            _base_field_registered.append(_register_int_field(SGrowingBase, "late", offset))
+
+    def __s_equal__(self, other, cmp):
+        self._grow()
+        return True
+
+    def __s_hash__(self, init, h):
+        self._grow()
+        return init
+
+
+def test_a_field_an_ancestor_gains_mid_level_is_compared() -> None:
+    # The walk is in the base type's fields (`a1`) when the hook appends `late` to them; the
+    # child's own `t1` comes after. The official walk reads each level's list live, so `late`
+    # (5 against 6) is compared before `t1`, in this very call.
+    lhs, rhs = SGrowingChild(SBaseRegistrar(), 5, 0), SGrowingChild(SBaseRegistrar(), 6, 0)
+    assert not se(lhs, rhs)
+    assert _base_field_registered == [0]
+    lp, rp = tvm_ffi.get_first_structural_mismatch(lhs, rhs)
+    assert repr(lp) == "<root>.late" == repr(rp)
+
+
+@py_class("pyofficial.SGrowingBaseH", structural_eq="tree")
+class SGrowingBaseH(Object):
+    a1: Any
+    ig: Any = field(structural_eq="ignore")
+
+
+@py_class("pyofficial.SGrowingChildH", structural_eq="tree")
+class SGrowingChildH(SGrowingBaseH):
+    t1: Any = 0
+
+
+_base_h_registered: list = []
+
+
+@py_class("pyofficial.SBaseRegistrarH", structural_eq="tree")
+class SBaseRegistrarH(Object):
+    def __s_hash__(self, init, h):
+        if not _base_h_registered:
+            offset = SGrowingBaseH.__tvm_ffi_type_info__.fields[1].offset
+            _base_h_registered.append(_register_int_field(SGrowingBaseH, "late", offset))
+        return init
+
+
+def test_a_field_an_ancestor_gains_mid_level_is_hashed() -> None:
+    # As above, for the hash: the first walk (which registers `late`) hashes it already, so it
+    # agrees with the second.
+    value = SGrowingChildH(SBaseRegistrarH(), 5, 0)
+    first = sh(value)
+    assert _base_h_registered == [0]
+    assert first == sh(value)
+    assert first != sh(SGrowingChildH(SBaseRegistrarH(), 6, 0))
+
+
 # --- an error a hook catches leaves no trace on the walk -----------------------------------
 
 

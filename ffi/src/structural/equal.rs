@@ -671,14 +671,12 @@ impl Comparer {
                 Ok(Next::Done(false))
             }
             Frame::Fields(f) => {
-                if f.next == f.facts.fields.len()
-                    && crate::type_table::layout_generation() != self.generation
-                {
+                if crate::type_table::layout_generation() != self.generation {
                     // A field was registered since the walk began (by a hook, say): this
                     // object's type may have gained one after those compared so far.
                     // SAFETY: a live object.
                     let ti = unsafe { (*obj_ptr(&f.lhs)).type_index };
-                    if let Some((facts, at)) = more_fields(ti, f.facts)? {
+                    if let Some((facts, at)) = more_fields(ti, f.facts, f.next)? {
                         f.facts = facts;
                         f.next = at;
                     }

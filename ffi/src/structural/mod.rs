@@ -286,26 +286,27 @@ fn make_facts(entry: &type_table::TypeEntry, ti: i32, count: usize) -> Result<Ty
     })
 }
 
-/// After the facts `old` of type `ti` ran out of fields for an object: the facts to go on with
-/// and the position to go on from, when the type has gained fields since (an append to its own
-/// list or to an ancestor's still ahead of the walk is read, as the official walks read the
-/// list live; one to an ancestor already passed is not), else `None`.
+/// For an object of type `ti` whose first `done` fields of the facts `old` have been compared:
+/// newer facts and the position to go on from, when the type has gained fields since (fields
+/// appended to a level the walk has not finished are read, as the official walks read each
+/// level's list live; one appended to a level already passed is not), else `None`.
 pub fn more_fields(
     ti: i32,
     old: &'static TypeFacts,
+    done: usize,
 ) -> Result<Option<(&'static TypeFacts, usize)>> {
     let new = type_facts(ti)?;
     if std::ptr::eq(new, old) {
         return Ok(None);
     }
-    let resume = match old.fields.last() {
+    let resume = match done.checked_sub(1).map(|i| old.fields[i].field) {
         None => 0,
-        Some(last) => match new.fields.iter().position(|f| f.field == last.field) {
+        Some(last) => match new.fields.iter().position(|f| f.field == last) {
             Some(i) => i + 1,
             None => return Ok(None),
         },
     };
-    Ok((resume < new.fields.len()).then_some((new, resume)))
+    Ok(Some((new, resume)))
 }
 
 /// The Function registered in attribute column `name` for type `ti`: `None` when absent, a
