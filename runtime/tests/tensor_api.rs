@@ -222,6 +222,10 @@ fn tensor_storage_is_not_free_device_memory() {
 /// is refused, or finds the block free again, but never frees a block a tensor took in between
 /// (the check and the free were not atomic with the tensor's allocation and registration:
 /// thousands of tensors per second lost their storage).
+///
+/// The blocks are 1344 bytes, a size no other test here allocates raw: the deliberate double
+/// free may free a raw block another test running in parallel took meanwhile (as any double
+/// free may), which then failed that test's free or this one's (seen once under load).
 #[test]
 fn double_free_racing_tensor_allocation_never_frees_a_tensor() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -230,7 +234,7 @@ fn double_free_racing_tensor_allocation_never_frees_a_tensor() {
     std::thread::scope(|s| {
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
-                let raw = ok("runtime.malloc_device", &[cpu().into(), 64i64.into()]);
+                let raw = ok("runtime.malloc_device", &[cpu().into(), 1344i64.into()]);
                 let q: *mut c_void = raw.get().unwrap();
                 ok("runtime.free_device", &[cpu().into(), AnyView::from(q)]);
                 if call("runtime.free_device", &[cpu().into(), AnyView::from(q)]).is_ok() {
@@ -240,10 +244,10 @@ fn double_free_racing_tensor_allocation_never_frees_a_tensor() {
         });
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
-                // 64 bytes: the raw block's size class
-                let t = empty(&[8], i64_dtype(), cpu());
-                // SAFETY: a live CPU tensor of 8 int64.
-                unsafe { std::ptr::write_bytes(t.dl_tensor.data as *mut u8, 7, 64) };
+                // 1344 bytes: the raw block's size class
+                let t = empty(&[168], i64_dtype(), cpu());
+                // SAFETY: a live CPU tensor of 168 int64.
+                unsafe { std::ptr::write_bytes(t.dl_tensor.data as *mut u8, 7, 1344) };
                 drop(t);
                 checked.fetch_add(1, Ordering::Relaxed);
             }
