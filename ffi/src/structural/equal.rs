@@ -18,9 +18,6 @@ use crate::function::Function;
 use crate::map_base::{clone_raw, MapBase, RawMap};
 use crate::string::raw_any_bytes;
 
-/// Maps of up to this many entries are copied for the walk rather than read in place.
-const MAP_COPY_MAX: usize = 8;
-
 /// The `__s_equal__` attribute column.
 pub const S_EQUAL_ATTR: &str = "__s_equal__";
 static S_EQUAL_COLUMN: crate::type_table::ColumnCache = crate::type_table::ColumnCache::new();
@@ -137,8 +134,7 @@ struct MapFrame {
     ptrs: (usize, usize),
     lhs_obj: Any,
     rhs_obj: Any,
-    /// The entries, copied (a Dict's, and a Map's of at most `MAP_COPY_MAX`; empty for a Map
-    /// read in place).
+    /// The entries, copied (a Dict's; empty for a Map, read in place).
     lhs: Vec<(Any, Any)>,
     /// A Map read in place: `next` is its next position.
     in_place: bool,
@@ -379,12 +375,11 @@ impl Comparer {
                 })))
             }
             kTVMFFIMap | kTVMFFIDict => {
-                // A large Map's entries are read in place (copy-on-write: it cannot change while
-                // the frame holds it); a Dict's are copied first (a hook may change it meanwhile),
-                // and so are a small Map's (for 1-entry maps the copy was 0.9x the time).
+                // A Map's entries are read in place (copy-on-write: it cannot change while the
+                // frame holds it); a Dict's are copied first (a hook may change it meanwhile).
                 // SAFETY: live maps.
                 let ln = unsafe { container_len(lo, ti) };
-                let in_place = ti == kTVMFFIMap && ln > MAP_COPY_MAX;
+                let in_place = ti == kTVMFFIMap;
                 let items = if in_place {
                     Vec::new()
                 } else {
@@ -869,11 +864,11 @@ mod tests {
         assert!(matches!(l[0], PathStep::MapItem(_)), "{:?}", l[0]);
     }
 
-    /// Maps past `MAP_COPY_MAX` entries are read in place: equal ones in any insertion order,
-    /// a differing value, a missing key on either side (tracing compares past a length
-    /// difference), each with the official path steps.
+    /// Maps, small and large, are read in place: equal ones in any insertion order, a differing
+    /// value, a missing key on either side (tracing compares past a length difference), each with
+    /// the official path steps.
     #[test]
-    fn large_maps_compare_in_place() {
+    fn maps_compare_in_place() {
         use crate::map::Map;
         let map = |n: i64, skip: Option<i64>, bump: Option<i64>, rev: bool| -> Any {
             let mut keys: Vec<i64> = (0..n).filter(|&i| Some(i) != skip).collect();
@@ -886,26 +881,39 @@ mod tests {
             });
             Any::from(Map::from_pairs(pairs).unwrap())
         };
-        let a = map(20, None, None, false);
-        assert!(eq(a.clone(), map(20, None, None, true)));
-        let (l, _) = first_mismatch(&a, &map(20, None, Some(13), true), false, false)
-            .unwrap()
-            .unwrap();
-        assert!(
-            matches!(&l[..], [PathStep::MapItem(k), PathStep::ArrayItem(0)]
-            if k.as_view().as_str() == Some("key13")),
-            "{l:?}"
-        );
-        let (l, r) = first_mismatch(&a, &map(20, Some(7), None, false), false, false)
-            .unwrap()
-            .unwrap();
-        assert!(matches!(&l[..], [PathStep::MapItem(_)]), "{l:?}");
-        assert!(matches!(&r[..], [PathStep::MapItemMissing(_)]), "{r:?}");
-        let (l, r) = first_mismatch(&map(20, Some(7), None, false), &a, false, false)
-            .unwrap()
-            .unwrap();
-        assert!(matches!(&l[..], [PathStep::MapItemMissing(_)]), "{l:?}");
-        assert!(matches!(&r[..], [PathStep::MapItem(_)]), "{r:?}");
+        // (small maps have their own storage layout)
+        for n in [2i64, 5, 8, 9, 20] {
+            let (mid, last) = (n / 2, n - 1);
+            let a = map(n, None, None, false);
+            assert!(eq(a.clone(), map(n, None, None, true)));
+            let (l, _) = first_mismatch(&a, &map(n, None, Some(last), true), false, false)
+                .unwrap()
+                .unwrap();
+            let want = format!("key{last}");
+            assert!(
+                matches!(&l[..], [PathStep::MapItem(k), PathStep::ArrayItem(0)]
+                if k.as_view().as_str() == Some(want.as_str())),
+                "{n}: {l:?}"
+            );
+            let (l, r) = first_mismatch(&a, &map(n, Some(mid), None, false), false, false)
+                .unwrap()
+                .unwrap();
+            assert!(matches!(&l[..], [PathStep::MapItem(_)]), "{n}: {l:?}");
+            assert!(
+                matches!(&r[..], [PathStep::MapItemMissing(_)]),
+                "{n}: {r:?}"
+            );
+            let (l, r) = first_mismatch(&map(n, Some(mid), None, false), &a, false, false)
+                .unwrap()
+                .unwrap();
+            assert!(
+                matches!(&l[..], [PathStep::MapItemMissing(_)]),
+                "{n}: {l:?}"
+            );
+            assert!(matches!(&r[..], [PathStep::MapItem(_)]), "{n}: {r:?}");
+        }
+        let one = |v: i64| Any::from(Map::from_pairs([(Any::from("k"), Any::from(v))]).unwrap());
+        assert!(eq(one(1), one(1)) && !eq(one(1), one(2)));
     }
 
     /// A cycle through an Array (read in place) inside a List is still found.
