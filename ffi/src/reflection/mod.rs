@@ -62,6 +62,24 @@ pub fn global_function(name: &str) -> Option<Function> {
     GLOBAL_LOOKUP.get().and_then(|f| f(name))
 }
 
+/// Reads the field at `addr` through `getter` into an owned value (`FieldRef::get`, and the
+/// structural walks' copies of a field's getter and offset).
+///
+/// # Safety
+/// `addr` must be the address of a live object's field that `getter` reads.
+#[inline]
+pub(crate) unsafe fn read_field(
+    getter: unsafe extern "C" fn(*mut c_void, *mut TVMFFIAny) -> std::ffi::c_int,
+    addr: *mut c_void,
+) -> Result<Any> {
+    let mut out = Any::none();
+    // SAFETY: per the caller; the result slot is owned and starts as None.
+    if unsafe { getter(addr, out.as_out_ptr()) } != 0 {
+        return Err(fetch_raised("field getter"));
+    }
+    Ok(out)
+}
+
 /// One field of a type, found again through its owner's stable `TVMFFITypeInfo` on each use
 /// (the owner's field array can move when more fields are registered).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -110,12 +128,8 @@ impl FieldRef {
                 self.name()
             )));
         };
-        let mut out = Any::none();
-        // SAFETY: the getter reads the field of a live object into an owned slot.
-        if unsafe { getter(self.addr(obj), out.as_out_ptr()) } != 0 {
-            return Err(fetch_raised("field getter"));
-        }
-        Ok(out)
+        // SAFETY: the field of a live object, read by its own getter.
+        unsafe { read_field(getter, self.addr(obj)) }
     }
 
     /// Writes `value` into the field of `obj` through its registered setter (a C function, or a

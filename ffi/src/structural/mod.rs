@@ -127,12 +127,8 @@ pub fn key_hash_of(ti: i32) -> u64 {
     type_table::type_entry(ti).map_or(0, |e| e.info.type_key_hash)
 }
 
-/// The structural kind of an object type, or the official TypeError when it has none.
-pub fn structural_kind(ti: i32) -> Result<i32> {
-    structural_kind_of(type_table::type_entry(ti), ti)
-}
-
-/// `structural_kind` of type `ti` whose table entry, looked up once by a walk, is `entry`.
+/// The structural kind of object type `ti` (table entry `entry`), or the official TypeError when
+/// it has none.
 pub fn structural_kind_of(entry: Option<&type_table::TypeEntry>, ti: i32) -> Result<i32> {
     match entry.and_then(|e| e.metadata()) {
         None => Err(Error::type_error(format!(
@@ -187,18 +183,10 @@ impl WalkField {
             // SAFETY: per the caller.
             return unsafe { get_field(obj, self.field) };
         };
-        let mut out = Any::none();
-        // SAFETY: the getter reads the field of a live object into an owned slot.
-        let rc = unsafe {
-            getter(
-                (obj as *mut u8).offset(self.offset).cast(),
-                out.as_out_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(crate::error::fetch_raised("field getter"));
+        // SAFETY: per the caller, `offset` lies inside the live object; `getter` is the field's.
+        unsafe {
+            crate::reflection::read_field(getter, (obj as *mut u8).offset(self.offset).cast())
         }
-        Ok(out)
     }
 }
 
