@@ -7,7 +7,7 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    container_len, field_name, hook_in, map_get, map_items, more_fields, push_region, tensor_parts,
+    catch_up, container_len, field_name, hook_in, map_get, map_items, push_region, tensor_parts,
     type_facts, Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
@@ -666,16 +666,8 @@ impl Comparer {
                 Ok(Next::Done(false))
             }
             Frame::Fields(f) => {
-                if crate::type_table::layout_generation() != self.generation {
-                    // A field was registered since the walk began (by a hook, say): this
-                    // object's type may have gained one after those compared so far.
-                    // SAFETY: a live object.
-                    let ti = unsafe { (*obj_ptr(&f.lhs)).type_index };
-                    if let Some((facts, at)) = more_fields(ti, f.facts, f.next)? {
-                        f.facts = facts;
-                        f.next = at;
-                    }
-                }
+                // SAFETY: the frame holds the object.
+                unsafe { catch_up(&mut f.facts, &mut f.next, obj_ptr(&f.lhs), self.generation) }?;
                 if let Some(field) = f.facts.fields.get(f.next) {
                     // SAFETY: the object is live and its type has this field.
                     let lv = unsafe { field.get(obj_ptr(&f.lhs)) }?;

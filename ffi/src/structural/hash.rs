@@ -6,8 +6,8 @@
 use std::cell::{Cell, RefCell};
 
 use super::{
-    hook_in, key_hash_of, map_for_each, more_fields, push_region, tensor_parts, type_facts,
-    Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
+    catch_up, hook_in, key_hash_of, map_for_each, push_region, tensor_parts, type_facts, Buffers,
+    HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -439,16 +439,15 @@ impl Hasher {
                 Ok(Next::Done(*hash))
             }
             Frame::Fields(f) => {
-                if crate::type_table::layout_generation() != self.generation {
-                    // A field was registered since the walk began (by a hook, say): this
-                    // object's type may have gained one after those compared so far.
-                    // SAFETY: a live object.
-                    let ti = unsafe { (*obj_ptr(&f.value)).type_index };
-                    if let Some((facts, at)) = more_fields(ti, f.facts, f.next)? {
-                        f.facts = facts;
-                        f.next = at;
-                    }
-                }
+                // SAFETY: the frame holds the object.
+                unsafe {
+                    catch_up(
+                        &mut f.facts,
+                        &mut f.next,
+                        obj_ptr(&f.value),
+                        self.generation,
+                    )
+                }?;
                 if let Some(field) = f.facts.fields.get(f.next) {
                     f.next += 1;
                     // SAFETY: the object is live and its type has this field.

@@ -274,27 +274,38 @@ fn make_facts(entry: &type_table::TypeEntry, ti: i32, count: usize) -> Result<Ty
     })
 }
 
-/// For an object of type `ti` whose first `done` fields of the facts `old` have been compared:
-/// newer facts and the position to go on from, when the type has gained fields since (fields
-/// appended to a level the walk has not finished are read, as the official walks read each
-/// level's list live; one appended to a level already passed is not), else `None`.
-pub fn more_fields(
-    ti: i32,
-    old: &'static TypeFacts,
-    done: usize,
-) -> Result<Option<(&'static TypeFacts, usize)>> {
-    let new = type_facts(ti)?;
-    if std::ptr::eq(new, old) {
-        return Ok(None);
+/// Before a walk reads field `*next` of `obj` from `*facts`: once any field was registered since
+/// the walk began (`walk_generation`; by a hook, say), moves both to the type's newer facts, if
+/// it gained fields, at the position after the last field compared (fields appended to a level
+/// the walk has not finished are read, as the official walks read each level's list live; one
+/// appended to a level already passed is not).
+///
+/// # Safety
+/// `obj` must be a live object.
+pub unsafe fn catch_up(
+    facts: &mut &'static TypeFacts,
+    next: &mut usize,
+    obj: *mut TVMFFIObject,
+    walk_generation: u64,
+) -> Result<()> {
+    if type_table::layout_generation() == walk_generation {
+        return Ok(());
     }
-    let resume = match done.checked_sub(1).map(|i| old.fields[i].field) {
+    // SAFETY: per the caller.
+    let new = type_facts(unsafe { (*obj).type_index })?;
+    if std::ptr::eq(new, *facts) {
+        return Ok(());
+    }
+    let resume = match next.checked_sub(1).map(|i| facts.fields[i].field) {
         None => 0,
         Some(last) => match new.fields.iter().position(|f| f.field == last) {
             Some(i) => i + 1,
-            None => return Ok(None),
+            None => return Ok(()),
         },
     };
-    Ok(Some((new, resume)))
+    *facts = new;
+    *next = resume;
+    Ok(())
 }
 
 /// The Function registered in attribute column `name` for type `ti`: `None` when absent, a
