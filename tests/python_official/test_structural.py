@@ -317,17 +317,34 @@ def _register_int_field(cls, name: str, offset: int) -> int:
     return lib.TVMFFITypeRegisterField(ti, ctypes.byref(info))
 
 
-_late_field_registered: list = []
+def _late_field_registrar(key: str, target, cell: int, hooks: tuple) -> tuple:
+    """A py_class `key` whose hooks (`__s_equal__` and/or `__s_hash__`, as named in `hooks`)
+    give `target`, once, a compared int field `late` reading the cell of `target`'s field number
+    `cell`; returns the class and the list of registration results."""
+    registered: list = []
 
+    def grow() -> None:
+        if not registered:
+            offset = target.__tvm_ffi_type_info__.fields[cell].offset
+            registered.append(_register_int_field(target, "late", offset))
 
-@py_class("pyofficial.SFieldRegistrar", structural_eq="tree")
-class SFieldRegistrar(Object):
-    def __s_equal__(self, other, cmp):
-        if not _late_field_registered:
-            # a compared field `late` reading the ignored field `b`'s cell
-            offset = SLateField.__tvm_ffi_type_info__.fields[1].offset
-            _late_field_registered.append(_register_int_field(SLateField, "late", offset))
+    def s_equal(self, other, cmp):
+        grow()
         return True
+
+    def s_hash(self, init, h):
+        grow()
+        return init
+
+    body = {"__s_equal__": s_equal, "__s_hash__": s_hash}
+    cls = type(key.rsplit(".", 1)[-1], (Object,), {name: body[name] for name in hooks})
+    return py_class(key, structural_eq="tree")(cls), registered
+
+
+# (a compared field `late` reading the ignored field `b`'s cell)
+SFieldRegistrar, _late_field_registered = _late_field_registrar(
+    "pyofficial.SFieldRegistrar", SLateField, 1, ("__s_equal__",)
+)
 
 
 def test_a_field_registered_during_a_walk_is_compared_for_the_rest_of_it() -> None:
@@ -345,25 +362,10 @@ class SGrowingParent(Object):
     c: Any = field(structural_eq="ignore")
 
 
-_parent_field_registered: list = []
-
-
-@py_class("pyofficial.SParentRegistrar", structural_eq="tree")
-class SParentRegistrar(Object):
-    """A child whose hooks give its parent's type a compared field `late` (reading `c`)."""
-
-    def _grow(self) -> None:
-        if not _parent_field_registered:
-            offset = SGrowingParent.__tvm_ffi_type_info__.fields[2].offset
-            _parent_field_registered.append(_register_int_field(SGrowingParent, "late", offset))
-
-    def __s_equal__(self, other, cmp):
-        self._grow()
-        return True
-
-    def __s_hash__(self, init, h):
-        self._grow()
-        return init
+# a child whose hooks give its parent's type a compared field `late` (reading `c`)
+SParentRegistrar, _parent_field_registered = _late_field_registrar(
+    "pyofficial.SParentRegistrar", SGrowingParent, 2, ("__s_equal__", "__s_hash__")
+)
 
 
 def test_a_field_the_object_being_compared_gains_is_compared() -> None:
@@ -390,25 +392,10 @@ class SGrowingChild(SGrowingBase):
     t1: Any = 0
 
 
-_base_field_registered: list = []
-
-
-@py_class("pyofficial.SBaseRegistrar", structural_eq="tree")
-class SBaseRegistrar(Object):
-    """Its hooks give SGrowingBase a compared field `late` (reading `ig`)."""
-
-    def _grow(self) -> None:
-        if not _base_field_registered:
-            offset = SGrowingBase.__tvm_ffi_type_info__.fields[1].offset
-            _base_field_registered.append(_register_int_field(SGrowingBase, "late", offset))
-
-    def __s_equal__(self, other, cmp):
-        self._grow()
-        return True
-
-    def __s_hash__(self, init, h):
-        self._grow()
-        return init
+# its hooks give SGrowingBase a compared field `late` (reading `ig`)
+SBaseRegistrar, _base_field_registered = _late_field_registrar(
+    "pyofficial.SBaseRegistrar", SGrowingBase, 1, ("__s_equal__", "__s_hash__")
+)
 
 
 def test_a_field_an_ancestor_gains_mid_level_is_compared() -> None:
@@ -433,16 +420,9 @@ class SGrowingChildH(SGrowingBaseH):
     t1: Any = 0
 
 
-_base_h_registered: list = []
-
-
-@py_class("pyofficial.SBaseRegistrarH", structural_eq="tree")
-class SBaseRegistrarH(Object):
-    def __s_hash__(self, init, h):
-        if not _base_h_registered:
-            offset = SGrowingBaseH.__tvm_ffi_type_info__.fields[1].offset
-            _base_h_registered.append(_register_int_field(SGrowingBaseH, "late", offset))
-        return init
+SBaseRegistrarH, _base_h_registered = _late_field_registrar(
+    "pyofficial.SBaseRegistrarH", SGrowingBaseH, 1, ("__s_hash__",)
+)
 
 
 def test_a_field_an_ancestor_gains_mid_level_is_hashed() -> None:
