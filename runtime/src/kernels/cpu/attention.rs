@@ -1362,6 +1362,9 @@ pub unsafe fn self_attention<T: Elem>(
         });
     }
     if chunks > 1 {
+        // (the merge's buffers, reused for every row and head)
+        let mut shares: Vec<(usize, f32)> = Vec::with_capacity(chunks);
+        let mut acc = vec![0.0f32; dm.dv];
         for row in 0..rows {
             let (g, i) = (row / dm.l, row % dm.l);
             for hh in 0..grp {
@@ -1373,13 +1376,15 @@ pub unsafe fn self_attention<T: Elem>(
                 // all -inf (l_c = 0) has none and is skipped; one whose share underflows to 0
                 // still adds 0 * its mean, so that a NaN or infinite value in it makes the row
                 // NaN, as the single-chunk path and numpy do.
-                let shares: Vec<(usize, f32)> = (0..chunks)
-                    .filter(|&c| slot(c)[grp + hh] != 0.0)
-                    .map(|c| (c, (slot(c)[hh] - mx).exp() * slot(c)[grp + hh]))
-                    .collect();
+                shares.clear();
+                shares.extend(
+                    (0..chunks)
+                        .filter(|&c| slot(c)[grp + hh] != 0.0)
+                        .map(|c| (c, (slot(c)[hh] - mx).exp() * slot(c)[grp + hh])),
+                );
                 let den: f32 = shares.iter().map(|&(_, sh)| sh).sum();
                 // no chunk with a share: 0 / 0, NaN as softmax gives
-                let mut acc = vec![if den == 0.0 { f32::NAN } else { 0.0 }; dm.dv];
+                acc.fill(if den == 0.0 { f32::NAN } else { 0.0 });
                 for &(c, sh) in &shares {
                     let w = sh / den;
                     let a = &slot(c)[2 * grp + hh * dm.dv..][..dm.dv];
