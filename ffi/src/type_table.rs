@@ -866,34 +866,33 @@ impl ColumnCache {
                 p
             }
         };
-        // SAFETY: columns are leaked; `data` has `size` entries (older buffers are leaked too,
-        // so a reader racing a registration still reads valid memory, as in the C++ headers).
-        unsafe {
-            let col = &*col;
-            let offset = ti - col.begin_index;
-            if offset < 0 || offset >= col.size || col.data.is_null() {
-                return None;
-            }
-            let v = *col.data.add(offset as usize);
-            (v.type_index != kTVMFFINone).then_some(v)
+        // SAFETY: a column's pointer, never NULL here.
+        unsafe { column_entry(col, ti) }
+    }
+}
+
+/// The entry of type `ti` in the column at `col`, or `None` when it has no value for it.
+///
+/// # Safety
+/// `col` must be NULL or a column of this table.
+unsafe fn column_entry(col: *const TVMFFITypeAttrColumn, ti: i32) -> Option<TVMFFIAny> {
+    // SAFETY: columns are leaked; `data` has `size` entries (older buffers are leaked too, so a
+    // reader racing a registration still reads valid memory, as in the C++ headers).
+    unsafe {
+        let col = col.as_ref()?;
+        let offset = ti - col.begin_index;
+        if offset < 0 || offset >= col.size || col.data.is_null() {
+            return None;
         }
+        let v = *col.data.add(offset as usize);
+        (v.type_index != kTVMFFINone).then_some(v)
     }
 }
 
 /// The value of attribute `name` for type `index`, borrowed from the column.
 pub fn attr_value(name: &str, index: i32) -> Option<TVMFFIAny> {
-    let col = attr_column(name);
-    if col.is_null() || index < 0 {
-        return None;
-    }
-    // SAFETY: columns are leaked; data has `size` entries.
-    let col = unsafe { &*col };
-    if index >= col.size {
-        return None;
-    }
-    // SAFETY: bounds checked above.
-    let v = unsafe { *col.data.add(index as usize) };
-    (v.type_index != kTVMFFINone).then_some(v)
+    // SAFETY: NULL or a column of this table.
+    unsafe { column_entry(attr_column(name), index) }
 }
 
 /// Every registered type key, ordered by index.
