@@ -251,6 +251,21 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     fn reduce_sum(self, v: Self::V) -> f32;
     fn reduce_max(self, v: Self::V) -> f32;
 
+    /// Whether `square_bf16_pairs` runs in one `vdpbf16ps` (AVX512_BF16).
+    const DPBF16: bool = false;
+    /// `acc` plus, per lane, the squares of the bf16 pair at `p` (`2 * LANES` values, read as
+    /// `vdpbf16ps` reads them: a subnormal input counts as zero, and a sum below the smallest
+    /// normal f32 becomes zero). Without `DPBF16`, two widening FMAs (which keep subnormals).
+    ///
+    /// # Safety
+    /// `p` is readable for `2 * LANES` values.
+    #[inline(always)]
+    unsafe fn square_bf16_pairs(self, acc: Self::V, p: *const u16) -> Self::V {
+        // SAFETY: forwarded contract.
+        let (e, o) = unsafe { self.load_bf16_pairs(p) };
+        self.fma(o, o, self.fma(e, e, acc))
+    }
+
     /// Lane `t` of the result is the sum of the lanes of `v[t]` (`v.len() == LANES`).
     #[inline(always)]
     fn reduce_lanes(self, v: &[Self::V]) -> Self::V {
@@ -923,6 +938,20 @@ mod x86 {
         fn shl23(self, t: __m512) -> __m512 {
             // SAFETY: AVX-512F present.
             unsafe { _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_castps_si512(t))) }
+        }
+        const DPBF16: bool = BF16;
+        #[inline(always)]
+        unsafe fn square_bf16_pairs(self, acc: __m512, p: *const u16) -> __m512 {
+            if !BF16 {
+                // SAFETY: forwarded contract.
+                let (e, o) = unsafe { self.load_bf16_pairs(p) };
+                return self.fma(o, o, self.fma(e, e, acc));
+            }
+            // SAFETY: 32 readable u16 (caller); AVX512_BF16 present (BF16, type invariant).
+            unsafe {
+                let w = std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(p as *const _));
+                _mm512_dpbf16_ps(acc, w, w)
+            }
         }
         #[inline(always)]
         fn reduce_sum(self, v: __m512) -> f32 {
