@@ -724,6 +724,25 @@ def test_bf16_subnormal_activations_count():
         assert got > 0.99, (qv, kv)
 
 
+@needs_global("ops.rms_norm")
+def test_rms_norm_of_rows_below_f32_squares_with_tiny_eps():
+    ml = pytest.importorskip("ml_dtypes")
+    bf = ml.bfloat16
+    # squares of 1e-19 are below the smallest normal f32: the bf16 dot-product instruction
+    # flushes them to 0, and with an eps this small the row was normalised by 1/sqrt(eps)
+    # (22% off at eps 2e-38)
+    for d in (100, 128, 256, 4096):
+        for eps in (2e-38, 1e-37, 1e-36, 1e-33, 0.0):
+            for dt in (bf, np.float32):
+                x = np.full((3, d), 1e-19, dt)
+                x[1] *= 3
+                w = np.ones(d, dt)
+                xs = x.astype(np.float64)
+                ref = xs / np.sqrt((xs**2).mean(-1, keepdims=True) + float(np.float32(eps)))
+                got = ops.rms_norm(x, w, eps).numpy().astype(np.float64)
+                np.testing.assert_allclose(got, ref, rtol=4e-3 if dt is bf else 1e-5, err_msg=f"{d} {eps} {dt}")
+
+
 @needs_global("ops.gemm")
 def test_gemm_of_one_row_keeps_its_accuracy_over_long_k():
     # one row against a row-major B went through a single f32 chain per output (1.8e-5 at this K)

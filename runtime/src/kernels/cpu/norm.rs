@@ -37,8 +37,8 @@ unsafe fn inv_rms<S: Simd, T: Elem>(s: S, x: *const T, d: usize, eps: f32) -> f3
                 total += sum_squares(s, x.add(i), n) as f64;
                 i += n;
             }
-            return if !total.is_finite() || (total < 1e-28 && total / d as f64 >= eps as f64 * 6e-8)
-            {
+            let mean = (total / d as f64) as f32;
+            return if !total.is_finite() || tiny_needs_f64(total as f32, mean, eps) {
                 (1.0 / (sum_squares_f64(x, d) / d as f64 + eps as f64).sqrt()) as f32
             } else {
                 (1.0 / (total / d as f64 + eps as f64).sqrt()) as f32
@@ -52,7 +52,7 @@ unsafe fn inv_rms<S: Simd, T: Elem>(s: S, x: *const T, d: usize, eps: f32) -> f3
 /// elements at `x` (read again only in the rare cases below).
 #[inline(always)]
 unsafe fn finish_inv_rms<T: Elem>(ss: f32, x: *const T, d: usize, eps: f32) -> f32 {
-    if !ss.is_finite() || (ss < 1e-28 && ss / d as f32 >= eps * 6e-8) {
+    if !ss.is_finite() || tiny_needs_f64(ss, ss / d as f32, eps) {
         // The f32 sum overflowed (|x| past ~1e19) or lost its digits to underflow while it
         // still matters against eps (|x| below ~1e-19, eps tiny or 0): again in f64, so
         // the result is the normalised row rather than zeros or infinities.
@@ -61,6 +61,17 @@ unsafe fn finish_inv_rms<T: Elem>(ss: f32, x: *const T, d: usize, eps: f32) -> f
     } else {
         1.0 / (ss / d as f32 + eps).sqrt()
     }
+}
+
+/// Whether a sum of squares `ss` (mean `mean`) is too small for f32 against `eps`: squares
+/// below the smallest normal f32 (|x| < ~1.1e-19) lost digits to underflow (FMA) or were
+/// flushed to zero (`vdpbf16ps`), and that shows while the mean is not negligible against
+/// eps (the first test), or while mean + eps itself is so small that a flushed square of up to
+/// 2^-126 would count (below 2e-31: session 20's audit found bf16 rows of 1e-19 with eps 2e-38
+/// normalised by 1/sqrt(eps), 22% off).
+#[inline(always)]
+fn tiny_needs_f64(ss: f32, mean: f32, eps: f32) -> bool {
+    ss < 1e-28 && (mean >= eps * 6e-8 || mean + eps < 2e-31)
 }
 
 /// Sum of the squares of `d` elements in f32 lanes.
@@ -78,9 +89,9 @@ unsafe fn square_block<S: Simd, T: Elem>(s: S, acc: &mut [S::V; 4], x: *const T)
     // SAFETY: 8 * LANES elements (caller).
     unsafe {
         if is_bf16::<T>() && S::DPBF16 {
-            // one `vdpbf16ps` per 32 values; its flushing of subnormal inputs and sums is
-            // invisible here: their squares are below f32's range, and sums that small go to
-            // f64 in `finish_inv_rms`
+            // one `vdpbf16ps` per 32 values; it flushes subnormal inputs (their squares are
+            // below f32's range anyway) and squares or sums below 2^-126 to zero, which
+            // `tiny_needs_f64` sends to f64 where it could show
             let x16 = x as *const u16;
             for (k, a) in acc.iter_mut().enumerate() {
                 *a = s.square_bf16_pairs(*a, x16.add(2 * l * k));
