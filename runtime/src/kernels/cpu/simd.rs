@@ -295,6 +295,12 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
         exp_poly(self, x, false)
     }
 
+    /// `exp(-x)`, the same bits (levels may fold the negation into the range reduction).
+    #[inline(always)]
+    fn exp_neg(self, x: Self::V) -> Self::V {
+        self.exp(self.sub(self.splat(0.0), x))
+    }
+
     /// (sin x, cos x) for f32 `x` with |x| up to about 1e6: Cody-Waite reduction by pi/2 in two
     /// FMA steps (absolute error about 1e-7), Cephes `sinf`/`cosf` polynomials, quadrant by
     /// arithmetic selection (no masks, so every level shares this code).
@@ -1022,6 +1028,35 @@ mod x86 {
                 _mm512_scalef_ps(p, n)
             }
         }
+        /// `exp(-x)` with the negation folded: the clamp of -x to [-87, 89] is -(x clamped
+        /// to [-89, 87]), and the two FMAs that take -x take x with negated factors, which
+        /// round the same exact values: the same bits as `exp(0 - x)`.
+        #[inline(always)]
+        fn exp_neg(self, x: __m512) -> __m512 {
+            const MAGIC: f32 = 12_582_912.0;
+            // SAFETY: AVX-512F/DQ present.
+            unsafe {
+                // x second: max/min return the second operand when one is NaN
+                let xc = _mm512_max_ps(
+                    _mm512_set1_ps(-89.0),
+                    _mm512_min_ps(_mm512_set1_ps(87.0), x),
+                );
+                let t = _mm512_fmadd_ps(
+                    xc,
+                    _mm512_set1_ps(-std::f32::consts::LOG2_E),
+                    _mm512_set1_ps(MAGIC),
+                );
+                let n = _mm512_sub_ps(t, _mm512_set1_ps(MAGIC));
+                // -xc - n * c1 (fnmsub), then + n * c2
+                let r = _mm512_fnmsub_ps(n, _mm512_set1_ps(0.693_359_4), xc);
+                let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
+                let mut p = _mm512_set1_ps(super::EXP_C5);
+                for c in [super::EXP_C4, super::EXP_C3, super::EXP_C2, 1.0, 1.0] {
+                    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+                }
+                _mm512_scalef_ps(p, n)
+            }
+        }
         #[inline(always)]
         fn reduce_lanes(self, v: &[__m512]) -> __m512 {
             let v: &[__m512; 16] = v.try_into().expect("16 vectors");
@@ -1263,6 +1298,66 @@ mod tests {
                 let ang = (xs[i] * 25.0) as f64;
                 assert!((s[i] as f64 - ang.sin()).abs() < 3e-7, "{l:?} sin({ang})");
                 assert!((c[i] as f64 - ang.cos()).abs() < 3e-7, "{l:?} cos({ang})");
+            }
+        }
+        force_level(Level::Avx512Bf16);
+    }
+
+    #[test]
+    fn exp_neg_is_exp_of_the_negation_at_every_level() {
+        #[inline(always)]
+        unsafe fn body<S: Simd>(s: S, x: *const f32, a: *mut f32, b: *mut f32, n: usize) {
+            let mut i = 0;
+            // SAFETY: n elements each, n a multiple of 16.
+            unsafe {
+                while i + S::LANES <= n {
+                    let v = s.load(x.add(i));
+                    s.store(a.add(i), s.exp(s.sub(s.splat(0.0), v)));
+                    s.store(b.add(i), s.exp_neg(v));
+                    i += S::LANES;
+                }
+            }
+        }
+        let _level = super::level_lock();
+        let mut xs: Vec<f32> = vec![
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            87.0,
+            -87.0,
+            89.0,
+            -89.0,
+            88.38,
+            -88.38,
+            88.72,
+            -88.72,
+            86.95,
+            1e-45,
+            -1e-45,
+            f32::MAX,
+            f32::MIN,
+        ];
+        xs.extend((0..4000).map(|i| (i as f32 - 2000.0) * 0.047_3));
+        xs.extend((0..2000).map(|i| f32::from_bits(0x3000_0000 + i * 0x0005_3f31)));
+        xs.resize(xs.len().next_multiple_of(16), 1.0);
+        for want in [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Bf16] {
+            let l = force_level(want);
+            let (mut a, mut b) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            let (xp, ap, bp, n) = (xs.as_ptr(), a.as_mut_ptr(), b.as_mut_ptr(), xs.len());
+            // SAFETY: n elements each.
+            unsafe {
+                multiversion!(body, [], (xp: *const f32, ap: *mut f32, bp: *mut f32, n: usize))
+            };
+            for (i, &x) in xs.iter().enumerate() {
+                assert!(
+                    a[i].to_bits() == b[i].to_bits() || a[i].is_nan() && b[i].is_nan(),
+                    "{l:?} x {x}: exp(-x) {} exp_neg {}",
+                    a[i],
+                    b[i]
+                );
             }
         }
         force_level(Level::Avx512Bf16);
