@@ -497,3 +497,51 @@ def test_a_caught_error_in_a_hook_is_not_a_cycle_later() -> None:
 
 
 CAUGHT_ERROR_HASH = 10546090746480657998  # recorded on the official library
+
+
+# --- maps inside a List that a hook empties mid-walk -----------------------------------------
+
+_walked_lists: list = []
+
+
+@py_class("pyofficial.SListClearer", structural_eq="tree")
+class SListClearer(Object):
+    def __s_hash__(self, init, h):
+        for lst in _walked_lists:
+            lst.clear()
+        return init
+
+    def __s_equal__(self, other, cmp):
+        for lst in _walked_lists:
+            lst.clear()
+        return True
+
+
+def _maps_in_a_list() -> Any:
+    return tvm_ffi.List(
+        [
+            tvm_ffi.Map({"k": SListClearer(), "j": tvm_ffi.Array([1, 2])}),
+            tvm_ffi.Dict({"d": SListClearer(), "e": "x" * 100}),
+            tvm_ffi.Map({"z": tvm_ffi.Array([3])}),
+        ]
+    )
+
+
+@pytest.mark.skipif(
+    os.environ.get("TVMFFI_UNDER_TEST_NAME") == "official",
+    reason="the official library goes on reading the maps the List released (a crash)",
+)
+def test_maps_in_a_list_a_hook_empties_stay_alive_for_the_walk() -> None:
+    # the walks borrow a sequence's maps from the sequence's copy rather than taking a
+    # reference each: that copy must keep them alive when the List lets go of them
+    want = sh(_maps_in_a_list())
+    for _ in range(3):
+        a = _maps_in_a_list()
+        _walked_lists[:] = [a]
+        assert sh(a) == want
+        assert len(a) == 0
+        a, b = _maps_in_a_list(), _maps_in_a_list()
+        _walked_lists[:] = [a, b]
+        assert se(a, b)
+        assert len(a) == len(b) == 0
+    _walked_lists.clear()

@@ -120,6 +120,9 @@ enum Step {
 
 enum Next {
     Child(Any, Any),
+    /// A child pair begun without taking references to it (two maps inside sequences, which
+    /// the sequence frame keeps alive): its result, or its frame.
+    Begun(Step),
     Done(bool),
 }
 
@@ -132,8 +135,11 @@ struct SeqFrame {
 
 struct MapFrame {
     ptrs: (usize, usize),
-    lhs_obj: Any,
-    rhs_obj: Any,
+    /// The two maps, alive while the frame is: through `keep`, or through the sequence frame
+    /// below whose items they are (`Next::Begun`).
+    lhs_obj: *mut TVMFFIObject,
+    rhs_obj: *mut TVMFFIObject,
+    keep: Option<(Any, Any)>,
     /// The entries, copied (a Dict's; empty for a Map, read in place).
     lhs: Vec<(Any, Any)>,
     /// A Map read in place: `next` is its next position.
@@ -254,6 +260,8 @@ impl Comparer {
                     Step::Done(b) => result = Some(b),
                     Step::Push(f) => stack.push(f),
                 },
+                Next::Begun(Step::Done(b)) => result = Some(b),
+                Next::Begun(Step::Push(f)) => stack.push(f),
                 Next::Done(b) => {
                     let frame = stack.pop().expect("a frame is open");
                     self.leave_frame(&frame);
@@ -374,42 +382,13 @@ impl Comparer {
                     next: 0,
                 })))
             }
-            kTVMFFIMap | kTVMFFIDict => {
-                // A Map's entries are read in place (copy-on-write: it cannot change while the
-                // frame holds it); a Dict's are copied first (a hook may change it meanwhile).
-                // SAFETY: live maps.
-                let ln = unsafe { container_len(lo, ti) };
-                let in_place = ti == kTVMFFIMap;
-                let items = if in_place {
-                    Vec::new()
-                } else {
-                    // SAFETY: a live map.
-                    unsafe { map_items(lo) }
-                };
-                let ln = if in_place { ln } else { items.len() };
-                // SAFETY: a live map.
-                let rn = unsafe { container_len(ro, ti) };
-                if ln != rn && !self.tracing() {
-                    return Ok(Step::Done(false));
+            kTVMFFIMap | kTVMFFIDict => Ok(match self.begin_map(&lhs, &rhs)? {
+                Step::Push(Frame::Map(mut f)) => {
+                    f.keep = Some((lhs, rhs));
+                    Step::Push(Frame::Map(f))
                 }
-                let ptrs = self.enter(&lhs, &rhs)?;
-                let next = if in_place {
-                    // SAFETY: a live map.
-                    unsafe { RawMap::from_ptr(lo as *mut MapBase) }.begin() as usize
-                } else {
-                    0
-                };
-                Ok(Step::Push(Frame::Map(Box::new(MapFrame {
-                    ptrs,
-                    lhs_obj: lhs,
-                    rhs_obj: rhs,
-                    lens: (ln, rn),
-                    lhs: items,
-                    in_place,
-                    next,
-                    current: None,
-                }))))
-            }
+                step => step,
+            }),
             kTVMFFIShape => {
                 let a = lhs.get::<crate::shape::Shape>()?;
                 let b = rhs.get::<crate::shape::Shape>()?;
@@ -418,6 +397,49 @@ impl Comparer {
             kTVMFFITensor => self.compare_tensor(lo, ro).map(Step::Done),
             _ => self.begin_object(lhs, rhs),
         }
+    }
+
+    /// The frame of two Maps or two Dicts, which does not keep them (`MapFrame::keep` is
+    /// `None`): they must outlive it.
+    fn begin_map(&self, lhs: &Any, rhs: &Any) -> Result<Step> {
+        let ti = lhs.type_index();
+        let (lo, ro) = (obj_ptr(lhs), obj_ptr(rhs));
+        // A Map's entries are read in place (copy-on-write: it cannot change while the frame
+        // holds it); a Dict's are copied first (a hook may change it meanwhile).
+        // SAFETY: live maps.
+        let ln = unsafe { container_len(lo, ti) };
+        let in_place = ti == kTVMFFIMap;
+        let items = if in_place {
+            Vec::new()
+        } else {
+            // SAFETY: a live map.
+            unsafe { map_items(lo) }
+        };
+        let ln = if in_place { ln } else { items.len() };
+        // SAFETY: a live map.
+        let rn = unsafe { container_len(ro, ti) };
+        if ln != rn && !self.tracing() {
+            return Ok(Step::Done(false));
+        }
+        let ptrs = self.enter(lhs, rhs)?;
+        let next = if in_place {
+            // SAFETY: a live map.
+            unsafe { RawMap::from_ptr(lo as *mut MapBase) }.begin() as usize
+        } else {
+            0
+        };
+        let frame = MapFrame {
+            ptrs,
+            lhs_obj: lo,
+            rhs_obj: ro,
+            keep: None,
+            lens: (ln, rn),
+            lhs: items,
+            in_place,
+            next,
+            current: None,
+        };
+        Ok(Step::Push(Frame::Map(Box::new(frame))))
     }
 
     fn compare_tensor(&self, lo: *mut TVMFFIObject, ro: *mut TVMFFIObject) -> Result<bool> {
@@ -585,6 +607,15 @@ impl Comparer {
                             );
                             return Ok(Next::Done(false));
                         }
+                        // two maps held by this frame's sequences (Arrays, or Lists' copies)
+                        None if matches!(
+                            f.lhs.as_slice()[i].type_index(),
+                            kTVMFFIMap | kTVMFFIDict
+                        ) =>
+                        {
+                            let (l, r) = (&f.lhs.as_slice()[i], &f.rhs.as_slice()[i]);
+                            return self.begin_map(l, r).map(Next::Begun);
+                        }
                         None => return Ok(Next::Child(f.lhs.take(i), f.rhs.take(i))),
                     }
                 }
@@ -600,13 +631,12 @@ impl Comparer {
                 Ok(Next::Done(false))
             }
             Frame::Map(f) => {
-                let rhs_obj = obj_ptr(&f.rhs_obj);
+                let rhs_obj = f.rhs_obj;
                 loop {
                     let (k, v) = match f.in_place {
                         true => {
-                            // SAFETY: the frame holds this Map, which does not change while held.
-                            let m =
-                                unsafe { RawMap::from_ptr(obj_ptr(&f.lhs_obj) as *mut MapBase) };
+                            // SAFETY: this Map outlives the frame and does not change meanwhile.
+                            let m = unsafe { RawMap::from_ptr(f.lhs_obj as *mut MapBase) };
                             let pos = f.next as u64;
                             if pos == m.end() {
                                 break;
@@ -649,7 +679,7 @@ impl Comparer {
                         },
                     }
                 }
-                let lhs_obj = obj_ptr(&f.lhs_obj);
+                let lhs_obj = f.lhs_obj;
                 let (ln, rn) = f.lens;
                 if ln == rn {
                     return Ok(Next::Done(true));

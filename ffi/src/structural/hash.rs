@@ -37,6 +37,7 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         depth: Cell::new(0),
         callback: HookCallback::new(),
         buffers: Buffers::default(),
+        map_buffers: RefCell::new(Vec::new()),
         generation: crate::type_table::layout_generation(),
     };
     let result = hasher.hash_any(value);
@@ -58,6 +59,9 @@ struct Hasher {
     depth: Cell<usize>,
     callback: HookCallback<Hasher>,
     buffers: Buffers,
+    /// Spent entry buffers of finished map frames (as `buffers` for sequences: one allocation
+    /// per map was a tenth of hashing many small maps).
+    map_buffers: RefCell<Vec<Vec<(u64, Any)>>>,
 }
 
 enum Step {
@@ -97,6 +101,9 @@ struct FieldsFrame {
 
 enum Next {
     Child(Any),
+    /// A child's frame, begun without taking a reference to it (a map inside a sequence:
+    /// its frame keeps only its entries, and the sequence frame keeps the map alive meanwhile).
+    Push(Frame),
     Done(u64),
 }
 
@@ -140,9 +147,18 @@ impl Hasher {
                     Step::Done(h) => result = Some(h),
                     Step::Push(f) => stack.push(f),
                 },
+                Next::Push(f) => stack.push(f),
                 Next::Done(h) => {
-                    if let Some(Frame::Seq { items, .. }) = stack.pop() {
-                        items.recycle(&self.buffers);
+                    match stack.pop() {
+                        Some(Frame::Seq { items, .. }) => items.recycle(&self.buffers),
+                        Some(Frame::Map { mut items, .. }) => {
+                            items.clear();
+                            let mut kept = self.map_buffers.borrow_mut();
+                            if kept.len() < 64 && items.capacity() <= 4096 {
+                                kept.push(items);
+                            }
+                        }
+                        _ => {}
                     }
                     if stack.is_empty() {
                         return Ok(h);
@@ -226,28 +242,7 @@ impl Hasher {
                     next: 0,
                 }))
             }
-            kTVMFFIMap | kTVMFFIDict => {
-                let p = self.enter(&v)?;
-                // (entries whose key has no order-independent hash yet are left out)
-                let mut size = 0u64;
-                let mut items: Vec<(u64, Any)> = Vec::new();
-                // SAFETY: a live map object; the closure runs no foreign code.
-                unsafe {
-                    map_for_each(obj, |k, val| {
-                        size += 1;
-                        if let Some(h) = self.order_independent_hash(k) {
-                            items.push((h, val.clone()));
-                        }
-                    })
-                };
-                items.sort_by_key(|(h, _)| *h);
-                Ok(Step::Push(Frame::Map {
-                    obj: p,
-                    hash: stable_hash_combine(key_hash_of(ti), size),
-                    items,
-                    next: 0,
-                }))
-            }
+            kTVMFFIMap | kTVMFFIDict => self.begin_map(&v).map(Step::Push),
             kTVMFFIShape => {
                 let dims = v.get::<crate::shape::Shape>()?;
                 let dims = dims.as_slice();
@@ -260,6 +255,32 @@ impl Hasher {
             kTVMFFITensor => self.tensor_hash(obj).map(Step::Done),
             _ => self.begin_object(v),
         }
+    }
+
+    /// The frame of a Map or Dict `v`, which it does not keep: the entries are copied (values
+    /// with a reference each), so `v` need only live through this call.
+    fn begin_map(&self, v: &Any) -> Result<Frame> {
+        let ti = v.type_index();
+        let p = self.enter(v)?;
+        // (entries whose key has no order-independent hash yet are left out)
+        let mut size = 0u64;
+        let mut items = self.map_buffers.borrow_mut().pop().unwrap_or_default();
+        // SAFETY: a live map object; the closure runs no foreign code.
+        unsafe {
+            map_for_each(obj_ptr(v), |k, val| {
+                size += 1;
+                if let Some(h) = self.order_independent_hash(k) {
+                    items.push((h, val.clone()));
+                }
+            })
+        };
+        items.sort_by_key(|(h, _)| *h);
+        Ok(Frame::Map {
+            obj: p,
+            hash: stable_hash_combine(key_hash_of(ti), size),
+            items,
+            next: 0,
+        })
     }
 
     fn tensor_hash(&self, obj: *mut TVMFFIObject) -> Result<u64> {
@@ -405,8 +426,13 @@ impl Hasher {
             } => {
                 while *next < items.len() {
                     *next += 1;
-                    match Self::leaf(&items.as_slice()[*next - 1]) {
+                    let item = &items.as_slice()[*next - 1];
+                    match Self::leaf(item) {
                         Some(h) => *hash = stable_hash_combine(*hash, h),
+                        // held by this frame's sequence (an Array, or a List's copy)
+                        None if matches!(item.type_index(), kTVMFFIMap | kTVMFFIDict) => {
+                            return self.begin_map(item).map(Next::Push)
+                        }
                         None => return Ok(Next::Child(items.take(*next - 1))),
                     }
                 }
