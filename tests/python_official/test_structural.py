@@ -545,3 +545,65 @@ def test_maps_in_a_list_a_hook_empties_stay_alive_for_the_walk() -> None:
         assert se(a, b)
         assert len(a) == len(b) == 0
     _walked_lists.clear()
+
+
+# --- a container freed by a hook mid-walk: its address may come back -------------------------
+
+_owners: list = []  # what alone holds each container being walked
+
+
+@py_class("pyofficial.SFreeOwner", structural_eq="tree")
+class SFreeOwner(Object):
+    """Drops the last reference to the container it sits in, then walks a fresh container of
+    the same kind, which the allocator may place at the freed address."""
+
+    def __s_hash__(self, init, h):
+        kind = type(_owners[0]["x"])
+        for owner in _owners:
+            owner.clear()
+        fresh = kind([1, 2]) if kind is tvm_ffi.List else kind({"q": 1})
+        return h(fresh, init, 0)
+
+    def __s_equal__(self, other, cmp):
+        kind = type(_owners[0][0])
+        _owners[0].clear()  # the lhs side only (the official walk reads nothing freed then)
+        fresh = kind([1, 2]) if kind is tvm_ffi.List else kind({"q": 1})
+        _owners[0].append(0)
+        return cmp(fresh, fresh, 0, "x")
+
+
+def _owned_deep(owner: Any, depth: int) -> Any:
+    _owners.append(owner)
+    v: Any = owner
+    for _ in range(depth):
+        v = SChainNode(v)
+    return v
+
+
+# recorded on the official library, which keeps each container while it walks it
+FREED_CONTAINER_HASHES = {
+    ("List", 10): 1525523498738082599,
+    ("List", 70): 4943230124148091751,
+    ("Map", 10): 7489197847192698600,
+    ("Map", 70): 13710316069831017768,
+    ("Dict", 10): 16627315449676341110,
+    ("Dict", 70): 4827877898677569334,
+}
+
+
+def test_a_container_a_hook_frees_is_not_taken_for_a_cycle() -> None:
+    # past the untracked shallow path (64 levels) a freed container's address stayed on the
+    # walk's path, and a new container there was reported as a cycle
+    makers = {
+        "List": lambda: tvm_ffi.List([SFreeOwner()]),
+        "Map": lambda: tvm_ffi.Map({"k": SFreeOwner()}),
+        "Dict": lambda: tvm_ffi.Dict({"k": SFreeOwner()}),
+    }
+    for (kind, depth), want in FREED_CONTAINER_HASHES.items():
+        _owners.clear()
+        got = sh(_owned_deep(tvm_ffi.Dict({"x": makers[kind]()}), depth))
+        assert got == want, (kind, depth)
+    _owners.clear()
+    pair = [_owned_deep(tvm_ffi.List([tvm_ffi.List([SFreeOwner()])]), 70) for _ in range(2)]
+    assert se(pair[0], pair[1])
+    _owners.clear()

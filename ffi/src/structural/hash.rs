@@ -78,6 +78,8 @@ enum Frame {
     },
     Map {
         obj: usize,
+        /// The map, when no frame below keeps it (see `Items`).
+        keep: Option<Any>,
         hash: u64,
         /// (key hash, value) sorted by key hash: a tie group mixes in only the key hash, a
         /// unique key its hash and then its value's.
@@ -242,7 +244,13 @@ impl Hasher {
                     next: 0,
                 }))
             }
-            kTVMFFIMap | kTVMFFIDict => self.begin_map(&v).map(Step::Push),
+            kTVMFFIMap | kTVMFFIDict => {
+                let mut frame = self.begin_map(&v)?;
+                if let Frame::Map { keep, .. } = &mut frame {
+                    *keep = Some(v);
+                }
+                Ok(Step::Push(frame))
+            }
             kTVMFFIShape => {
                 let dims = v.get::<crate::shape::Shape>()?;
                 let dims = dims.as_slice();
@@ -257,8 +265,8 @@ impl Hasher {
         }
     }
 
-    /// The frame of a Map or Dict `v`, which it does not keep: the entries are copied (values
-    /// with a reference each), so `v` need only live through this call.
+    /// The frame of a Map or Dict `v`, which it does not keep (`keep` is `None`): `v` must
+    /// outlive it (its address is on the path; the entries are copied with a reference each).
     fn begin_map(&self, v: &Any) -> Result<Frame> {
         let ti = v.type_index();
         let p = self.enter(v)?;
@@ -277,6 +285,7 @@ impl Hasher {
         items.sort_by_key(|(h, _)| *h);
         Ok(Frame::Map {
             obj: p,
+            keep: None,
             hash: stable_hash_combine(key_hash_of(ti), size),
             items,
             next: 0,
@@ -444,6 +453,7 @@ impl Hasher {
                 hash,
                 items,
                 next,
+                ..
             } => {
                 while *next < items.len() {
                     let (i, h) = (*next, items[*next].0);

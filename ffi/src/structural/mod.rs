@@ -370,10 +370,16 @@ pub unsafe fn seq_items_into(obj: *mut TVMFFIObject, out: &mut Vec<Any>) {
 
 /// The elements of a sequence being walked: an Array's are read in place (it is copy-on-write,
 /// so it cannot change while the frame holds a reference to it), a List's are copied first (a
-/// hook or another thread may change it meanwhile).
+/// hook or another thread may change it meanwhile). Either way the frame keeps the sequence:
+/// its address is on the walk's path, and were it freed mid-walk (a hook dropping the last
+/// other reference) a new container at that address would pass for a cycle.
 pub(crate) enum Items {
     Array(Any),
-    Copied(Vec<Any>),
+    Copied {
+        items: Vec<Any>,
+        /// The List, held (never read).
+        _list: Any,
+    },
 }
 
 impl Items {
@@ -385,7 +391,10 @@ impl Items {
         let mut v = buffers.take();
         // SAFETY: a live List (the caller's kind check).
         unsafe { seq_items_into(seq.raw().value.v_obj, &mut v) };
-        Items::Copied(v)
+        Items::Copied {
+            items: v,
+            _list: seq,
+        }
     }
 
     #[inline]
@@ -395,7 +404,7 @@ impl Items {
             Items::Array(a) => unsafe {
                 (*(a.raw().value.v_obj as *const SeqObj)).slice_unchecked()
             },
-            Items::Copied(v) => v,
+            Items::Copied { items, .. } => items,
         }
     }
 
@@ -409,14 +418,14 @@ impl Items {
     pub(crate) fn take(&mut self, i: usize) -> Any {
         match self {
             Items::Array(_) => self.as_slice()[i].clone(),
-            Items::Copied(v) => std::mem::take(&mut v[i]),
+            Items::Copied { items, .. } => std::mem::take(&mut items[i]),
         }
     }
 
     /// Returns a copy's buffer for reuse.
     pub(crate) fn recycle(self, buffers: &Buffers) {
-        if let Items::Copied(v) = self {
-            buffers.give(v);
+        if let Items::Copied { items, .. } = self {
+            buffers.give(items);
         }
     }
 }
