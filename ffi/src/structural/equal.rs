@@ -120,9 +120,10 @@ enum Step {
 
 enum Next {
     Child(Any, Any),
-    /// A child pair begun without taking references to it (two maps inside sequences, which
-    /// the sequence frame keeps alive): its result, or its frame.
-    Begun(Step),
+    /// Items `i` of the sequence frame are two maps, to be begun without references of their
+    /// own (the sequence frame keeps them alive). An index, not their frame: `Next` stays
+    /// small, and `next` returns one per child.
+    SeqMaps(usize),
     Done(bool),
 }
 
@@ -136,7 +137,7 @@ struct SeqFrame {
 struct MapFrame {
     ptrs: (usize, usize),
     /// The two maps, alive while the frame is: through `keep`, or through the sequence frame
-    /// below whose items they are (`Next::Begun`).
+    /// below whose items they are (`Next::SeqMaps`).
     lhs_obj: *mut TVMFFIObject,
     rhs_obj: *mut TVMFFIObject,
     keep: Option<(Any, Any)>,
@@ -260,8 +261,18 @@ impl Comparer {
                     Step::Done(b) => result = Some(b),
                     Step::Push(f) => stack.push(f),
                 },
-                Next::Begun(Step::Done(b)) => result = Some(b),
-                Next::Begun(Step::Push(f)) => stack.push(f),
+                Next::SeqMaps(i) => {
+                    let step = match top {
+                        Frame::Seq(f) => {
+                            self.begin_map(&f.lhs.as_slice()[i], &f.rhs.as_slice()[i])?
+                        }
+                        _ => unreachable!("only sequence frames name their maps"),
+                    };
+                    match step {
+                        Step::Done(b) => result = Some(b),
+                        Step::Push(f) => stack.push(f),
+                    }
+                }
                 Next::Done(b) => {
                     let frame = stack.pop().expect("a frame is open");
                     self.leave_frame(&frame);
@@ -590,6 +601,17 @@ impl Comparer {
         }
     }
 
+    /// Items `i` of a sequence frame, not leaves. Out of line, as in hash (inlined, the
+    /// leaves' loop of a 200k-int Array got slower).
+    #[inline(never)]
+    fn seq_child(f: &mut SeqFrame, i: usize) -> Next {
+        if matches!(f.lhs.as_slice()[i].type_index(), kTVMFFIMap | kTVMFFIDict) {
+            // two maps held by this frame's sequences (Arrays, or Lists' copies)
+            return Next::SeqMaps(i);
+        }
+        Next::Child(f.lhs.take(i), f.rhs.take(i))
+    }
+
     fn next(&self, frame: &mut Frame) -> Result<Next> {
         match frame {
             Frame::Seq(f) => {
@@ -607,16 +629,7 @@ impl Comparer {
                             );
                             return Ok(Next::Done(false));
                         }
-                        // two maps held by this frame's sequences (Arrays, or Lists' copies)
-                        None if matches!(
-                            f.lhs.as_slice()[i].type_index(),
-                            kTVMFFIMap | kTVMFFIDict
-                        ) =>
-                        {
-                            let (l, r) = (&f.lhs.as_slice()[i], &f.rhs.as_slice()[i]);
-                            return self.begin_map(l, r).map(Next::Begun);
-                        }
-                        None => return Ok(Next::Child(f.lhs.take(i), f.rhs.take(i))),
+                        None => return Ok(Self::seq_child(f, i)),
                     }
                 }
                 if f.lhs.len() == f.rhs.len() {

@@ -365,7 +365,11 @@ pub unsafe fn seq_items_into(obj: *mut TVMFFIObject, out: &mut Vec<Any>) {
     // SAFETY: per the caller.
     let _g = unsafe { lock_if_mutable(obj) };
     // SAFETY: Array and List share the sequence layout; the elements are cloned at once.
-    out.extend_from_slice(unsafe { (*(obj as *const SeqObj)).slice_unchecked() });
+    let items = unsafe { (*(obj as *const SeqObj)).slice_unchecked() };
+    // one slot more: `Items` keeps the List after its elements (a push past an exact capacity
+    // copied the whole buffer; hashing the 35k-object IR tree took 1.05x the time)
+    out.reserve(items.len() + 1);
+    out.extend_from_slice(items);
 }
 
 /// The elements of a sequence being walked: an Array's are read in place (it is copy-on-write,
@@ -375,11 +379,9 @@ pub unsafe fn seq_items_into(obj: *mut TVMFFIObject, out: &mut Vec<Any>) {
 /// other reference) a new container at that address would pass for a cycle.
 pub(crate) enum Items {
     Array(Any),
-    Copied {
-        items: Vec<Any>,
-        /// The List, held (never read).
-        _list: Any,
-    },
+    /// A List's elements, then the List itself (held, not an element: frames move often, and a
+    /// field of its own made every frame 16 bytes larger and object walks 1.05x slower).
+    Copied(Vec<Any>),
 }
 
 impl Items {
@@ -391,10 +393,8 @@ impl Items {
         let mut v = buffers.take();
         // SAFETY: a live List (the caller's kind check).
         unsafe { seq_items_into(seq.raw().value.v_obj, &mut v) };
-        Items::Copied {
-            items: v,
-            _list: seq,
-        }
+        v.push(seq);
+        Items::Copied(v)
     }
 
     #[inline]
@@ -404,7 +404,7 @@ impl Items {
             Items::Array(a) => unsafe {
                 (*(a.raw().value.v_obj as *const SeqObj)).slice_unchecked()
             },
-            Items::Copied { items, .. } => items,
+            Items::Copied(v) => &v[..v.len() - 1],
         }
     }
 
@@ -418,14 +418,17 @@ impl Items {
     pub(crate) fn take(&mut self, i: usize) -> Any {
         match self {
             Items::Array(_) => self.as_slice()[i].clone(),
-            Items::Copied { items, .. } => std::mem::take(&mut items[i]),
+            Items::Copied(v) => {
+                debug_assert!(i + 1 < v.len());
+                std::mem::take(&mut v[i])
+            }
         }
     }
 
     /// Returns a copy's buffer for reuse.
     pub(crate) fn recycle(self, buffers: &Buffers) {
-        if let Items::Copied { items, .. } = self {
-            buffers.give(items);
+        if let Items::Copied(v) = self {
+            buffers.give(v);
         }
     }
 }
