@@ -282,8 +282,9 @@ impl Hasher {
         }
     }
 
-    /// Element `i` of a sequence frame's items, not a leaf. Out of line: inlined, it slowed the
-    /// leaves' loop of a 200k-int Array by 1.18x.
+    /// Element `i` of a sequence frame's items, not a leaf. Out of line, so that the leaves'
+    /// loop stays small: with this branch inlined `leaf` was no longer inlined into the loop,
+    /// and hashing a 200k-int Array took 1.18x the time (with both, 0.80x).
     #[inline(never)]
     fn seq_child(&self, items: &mut Items, i: usize) -> Result<Next> {
         let item = &items.as_slice()[i];
