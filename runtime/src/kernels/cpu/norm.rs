@@ -213,8 +213,6 @@ unsafe fn fused_body<S: Simd, T: Elem, W: Elem>(
             row_f64(y, x, w, d, eps);
             return inv_rms(s, xn, d, eps);
         }
-        let (x16, w16, y16) = (x as *const u16, w as *const u16, y as *mut u16);
-        let pairs = is_bf16::<T>() && is_bf16::<W>();
         let rv = s.splat(r);
         let mut acc = [s.splat(0.0); 4];
         let mut i = 0;
@@ -228,18 +226,7 @@ unsafe fn fused_body<S: Simd, T: Elem, W: Elem>(
             );
             square_block(s, &mut acc, xn.add(i));
             for k in 0..4 {
-                let o = i + 2 * l * k;
-                if pairs {
-                    let (xe, xo) = s.load_bf16_pairs(x16.add(o));
-                    let (we, wo) = s.load_bf16_pairs(w16.add(o));
-                    let (ye, yo) = (s.mul(s.mul(xe, rv), we), s.mul(s.mul(xo, rv), wo));
-                    s.store_bf16_pairs(y16.add(o), ye, yo);
-                } else {
-                    for o in [o, o + l] {
-                        let v = s.mul(s.mul(T::load(s, x.add(o)), rv), W::load(s, w.add(o)));
-                        T::store(s, y.add(o), v);
-                    }
-                }
+                scale_step(s, y, x, w, i + 2 * l * k, rv);
             }
             i += 8 * l;
         }
@@ -259,26 +246,14 @@ unsafe fn row_body<S: Simd, T: Elem, W: Elem>(
     nt: bool,
 ) {
     // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
-    unsafe {
-        let r = inv_rms(s, x, d, eps);
-        if r.is_infinite() {
-            row_f64(y, x, w, d, eps)
-        } else {
-            scale_row(s, y, x, w, 0, d, r, nt)
-        }
-    }
+    unsafe { scale_or_f64(s, y, x, w, d, eps, inv_rms(s, x, d, eps), nt) }
 }
 
-/// `inv_rms` as a multiversioned body.
+/// The second pass of a row whose `1 / rms` is `r`: `scale_row`, or the whole row in f64 when
+/// `r` is past f32 (`row_f64`).
 #[inline(always)]
-unsafe fn first_inv_rms<S: Simd, T: Elem>(s: S, x: *const T, d: usize, eps: f32) -> f32 {
-    // SAFETY: forwarded.
-    unsafe { inv_rms(s, x, d, eps) }
-}
-
-/// The second pass of a row whose `1 / rms` is `r` (the last row of a `fused_body` range).
-#[inline(always)]
-unsafe fn last_row<S: Simd, T: Elem, W: Elem>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn scale_or_f64<S: Simd, T: Elem, W: Elem>(
     s: S,
     y: *mut T,
     x: *const T,
@@ -286,13 +261,14 @@ unsafe fn last_row<S: Simd, T: Elem, W: Elem>(
     d: usize,
     eps: f32,
     r: f32,
+    nt: bool,
 ) {
-    // SAFETY: forwarded.
+    // SAFETY: d elements in each row and in w; y equals x or does not overlap it.
     unsafe {
         if r.is_infinite() {
             row_f64(y, x, w, d, eps)
         } else {
-            scale_row(s, y, x, w, 0, d, r, false)
+            scale_row(s, y, x, w, 0, d, r, nt)
         }
     }
 }
@@ -309,6 +285,35 @@ unsafe fn row_f64<T: Elem, W: Elem>(y: *mut T, x: *const T, w: *const W, d: usiz
         for i in 0..d {
             let v = T::load(Scalar, x.add(i)) as f64 * r * W::load(Scalar, w.add(i)) as f64;
             T::store(Scalar, y.add(i), v as f32);
+        }
+    }
+}
+
+/// `y = (x * r) * w` for the `2 * LANES` elements at `o` (`rv`: r in every lane), plain
+/// stores; bf16 rows with bf16 weights in pair space (element-wise, so the order never shows).
+#[inline(always)]
+unsafe fn scale_step<S: Simd, T: Elem, W: Elem>(
+    s: S,
+    y: *mut T,
+    x: *const T,
+    w: *const W,
+    o: usize,
+    rv: S::V,
+) {
+    let l = S::LANES;
+    // SAFETY: 2 LANES elements at o in y, x and w; y equals x or does not overlap it.
+    unsafe {
+        if is_bf16::<T>() && is_bf16::<W>() {
+            let (x16, w16, y16) = (x as *const u16, w as *const u16, y as *mut u16);
+            let (xe, xo) = s.load_bf16_pairs(x16.add(o));
+            let (we, wo) = s.load_bf16_pairs(w16.add(o));
+            let (ye, yo) = (s.mul(s.mul(xe, rv), we), s.mul(s.mul(xo, rv), wo));
+            s.store_bf16_pairs(y16.add(o), ye, yo);
+        } else {
+            for o in [o, o + l] {
+                let v = s.mul(s.mul(T::load(s, x.add(o)), rv), W::load(s, w.add(o)));
+                T::store(s, y.add(o), v);
+            }
         }
     }
 }
@@ -335,12 +340,8 @@ unsafe fn scale_row<S: Simd, T: Elem, W: Elem>(
         let rv = s.splat(r);
         let mut i = i0;
         if pairs {
-            let (x16, w16, y16) = (x as *const u16, w as *const u16, y as *mut u16);
             while i + 2 * l <= d {
-                let (xe, xo) = s.load_bf16_pairs(x16.add(i));
-                let (we, wo) = s.load_bf16_pairs(w16.add(i));
-                let (ye, yo) = (s.mul(s.mul(xe, rv), we), s.mul(s.mul(xo, rv), wo));
-                s.store_bf16_pairs(y16.add(i), ye, yo);
+                scale_step(s, y, x, w, i, rv);
                 i += 2 * l;
             }
         }
@@ -549,7 +550,7 @@ pub unsafe fn rms_norm<T: Elem, W: Elem>(
             let (_, x0) = row(range.start);
             // SAFETY: row range.start is valid (caller).
             let mut inv = unsafe {
-                multiversion!(first_inv_rms, [T: Elem], (x0: *const T, d: usize, eps: f32) -> f32)
+                multiversion!(inv_rms, [T: Elem], (x0: *const T, d: usize, eps: f32) -> f32)
             };
             for r in range.start..range.end - 1 {
                 let ((y, x), (_, xn)) = (row(r), row(r + 1));
@@ -559,10 +560,10 @@ pub unsafe fn rms_norm<T: Elem, W: Elem>(
                     multiversion!(fused_body, [T: Elem, W: Elem], (y: *mut T, x: *const T, w: *const W, d: usize, eps: f32, rr: f32, xn: *const T) -> f32)
                 };
             }
-            let ((y, x), rr) = (row(range.end - 1), inv);
+            let ((y, x), rr, nt) = (row(range.end - 1), inv, false);
             // SAFETY: the last row is valid (caller).
             unsafe {
-                multiversion!(last_row, [T: Elem, W: Elem], (y: *mut T, x: *const T, w: *const W, d: usize, eps: f32, rr: f32))
+                multiversion!(scale_or_f64, [T: Elem, W: Elem], (y: *mut T, x: *const T, w: *const W, d: usize, eps: f32, rr: f32, nt: bool))
             }
             return;
         }
@@ -703,14 +704,14 @@ mod tests {
                         // SAFETY: as above; in place, each call writes row r and reads r + 1.
                         unsafe {
                             let x0 = src;
-                            let mut rr = multiversion!(first_inv_rms, [T: Elem], (x0: *const T, d: usize, eps: f32) -> f32);
+                            let mut rr = multiversion!(inv_rms, [T: Elem], (x0: *const T, d: usize, eps: f32) -> f32);
                             for r in 0..rows - 1 {
                                 let (y, xr, xn) =
                                     (yb.add(r * d), src.add(r * d), src.add((r + 1) * d));
                                 rr = multiversion!(fused_body, [T: Elem, W: Elem], (y: *mut T, xr: *const T, wp: *const W, d: usize, eps: f32, rr: f32, xn: *const T) -> f32);
                             }
                             let (y, xr) = (yb.add((rows - 1) * d), src.add((rows - 1) * d));
-                            multiversion!(last_row, [T: Elem, W: Elem], (y: *mut T, xr: *const T, wp: *const W, d: usize, eps: f32, rr: f32));
+                            multiversion!(scale_or_f64, [T: Elem, W: Elem], (y: *mut T, xr: *const T, wp: *const W, d: usize, eps: f32, rr: f32, nt: bool));
                         }
                         for (i, (a, b)) in fused.iter().zip(&plain).enumerate() {
                             assert_eq!(

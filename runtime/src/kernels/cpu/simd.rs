@@ -262,8 +262,7 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
     #[inline(always)]
     unsafe fn square_bf16_pairs(self, acc: Self::V, p: *const u16) -> Self::V {
         // SAFETY: forwarded contract.
-        let (e, o) = unsafe { self.load_bf16_pairs(p) };
-        self.fma(o, o, self.fma(e, e, acc))
+        unsafe { square_bf16_pairs_widening(self, acc, p) }
     }
 
     /// Lane `t` of the result is the sum of the lanes of `v[t]` (`v.len() == LANES`).
@@ -334,6 +333,17 @@ pub unsafe trait Simd: Copy + Send + Sync + 'static {
         let cos = self.mul(self.sub(self.mul(c, even), self.mul(s, odd)), sign);
         (sin, cos)
     }
+}
+
+/// `Simd::square_bf16_pairs` without `vdpbf16ps`: both halves widened, two FMAs.
+///
+/// # Safety
+/// `p` is readable for `2 * LANES` values.
+#[inline(always)]
+unsafe fn square_bf16_pairs_widening<S: Simd>(s: S, acc: S::V, p: *const u16) -> S::V {
+    // SAFETY: forwarded contract.
+    let (e, o) = unsafe { s.load_bf16_pairs(p) };
+    s.fma(o, o, s.fma(e, e, acc))
 }
 
 /// One lane at a time, portable.
@@ -604,6 +614,24 @@ mod x86 {
             );
         }
         zeros == 0
+    }
+
+    /// The end of the AVX-512 `exp` and `exp_neg`: `r = x - n * c1` (the first step of the
+    /// range reduction) to the second step, the polynomial, and `2^n` by `vscalefps`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[inline(always)]
+    unsafe fn exp512_finish(n: __m512, r: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (caller).
+        unsafe {
+            let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
+            let mut p = _mm512_set1_ps(super::EXP_C5);
+            for c in [super::EXP_C4, super::EXP_C3, super::EXP_C2, 1.0, 1.0] {
+                p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+            }
+            _mm512_scalef_ps(p, n)
+        }
     }
 
     const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -981,8 +1009,7 @@ mod x86 {
         unsafe fn square_bf16_pairs(self, acc: __m512, p: *const u16) -> __m512 {
             if !BF16 {
                 // SAFETY: forwarded contract.
-                let (e, o) = unsafe { self.load_bf16_pairs(p) };
-                return self.fma(o, o, self.fma(e, e, acc));
+                return unsafe { super::square_bf16_pairs_widening(self, acc, p) };
             }
             // SAFETY: 32 readable u16 (caller); AVX512_BF16 present (BF16, type invariant).
             unsafe {
@@ -1020,12 +1047,7 @@ mod x86 {
                 );
                 let n = _mm512_sub_ps(t, _mm512_set1_ps(MAGIC));
                 let r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693_359_4), x);
-                let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
-                let mut p = _mm512_set1_ps(super::EXP_C5);
-                for c in [super::EXP_C4, super::EXP_C3, super::EXP_C2, 1.0, 1.0] {
-                    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-                }
-                _mm512_scalef_ps(p, n)
+                exp512_finish(n, r)
             }
         }
         /// `exp(-x)` with the negation folded: the clamp of -x to [-87, 89] is -(x clamped
@@ -1047,14 +1069,9 @@ mod x86 {
                     _mm512_set1_ps(MAGIC),
                 );
                 let n = _mm512_sub_ps(t, _mm512_set1_ps(MAGIC));
-                // -xc - n * c1 (fnmsub), then + n * c2
+                // -xc - n * c1 (fnmsub); `exp512_finish` adds n * c2
                 let r = _mm512_fnmsub_ps(n, _mm512_set1_ps(0.693_359_4), xc);
-                let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
-                let mut p = _mm512_set1_ps(super::EXP_C5);
-                for c in [super::EXP_C4, super::EXP_C3, super::EXP_C2, 1.0, 1.0] {
-                    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-                }
-                _mm512_scalef_ps(p, n)
+                exp512_finish(n, r)
             }
         }
         #[inline(always)]
