@@ -381,16 +381,23 @@ def test_a_field_the_object_being_compared_gains_is_compared() -> None:
     assert sh(lhs) != sh(rhs)
 
 
-@py_class("pyofficial.SGrowingBase", structural_eq="tree")
-class SGrowingBase(Object):
-    a1: Any
-    ig: Any = field(structural_eq="ignore")
+def _growing_base_and_child(suffix: str) -> tuple:
+    """A base type (`a1`, and `ig` not compared) and a child adding `t1`, keyed
+    pyofficial.SGrowingBase<suffix> / SGrowingChild<suffix> (each test gains its own field)."""
+
+    @py_class(f"pyofficial.SGrowingBase{suffix}", structural_eq="tree")
+    class Base(Object):
+        a1: Any
+        ig: Any = field(structural_eq="ignore")
+
+    @py_class(f"pyofficial.SGrowingChild{suffix}", structural_eq="tree")
+    class Child(Base):
+        t1: Any = 0
+
+    return Base, Child
 
 
-@py_class("pyofficial.SGrowingChild", structural_eq="tree")
-class SGrowingChild(SGrowingBase):
-    t1: Any = 0
-
+SGrowingBase, SGrowingChild = _growing_base_and_child("")
 
 # its hooks give SGrowingBase a compared field `late` (reading `ig`)
 SBaseRegistrar, _base_field_registered = _late_field_registrar(
@@ -409,17 +416,7 @@ def test_a_field_an_ancestor_gains_mid_level_is_compared() -> None:
     assert repr(lp) == "<root>.late" == repr(rp)
 
 
-@py_class("pyofficial.SGrowingBaseH", structural_eq="tree")
-class SGrowingBaseH(Object):
-    a1: Any
-    ig: Any = field(structural_eq="ignore")
-
-
-@py_class("pyofficial.SGrowingChildH", structural_eq="tree")
-class SGrowingChildH(SGrowingBaseH):
-    t1: Any = 0
-
-
+SGrowingBaseH, SGrowingChildH = _growing_base_and_child("H")
 SBaseRegistrarH, _base_h_registered = _late_field_registrar(
     "pyofficial.SBaseRegistrarH", SGrowingBaseH, 1, ("__s_hash__",)
 )

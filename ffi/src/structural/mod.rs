@@ -433,23 +433,29 @@ impl Items {
     }
 }
 
-/// Spent item buffers of finished sequence frames, for the next sequences of a walk: one
-/// allocation per sequence cost hash and equality a quarter of their time on small arrays.
-#[derive(Default)]
-pub(crate) struct Buffers(std::cell::RefCell<Vec<Vec<Any>>>);
+/// Spent item buffers of finished frames, for the next frames of a walk: one allocation per
+/// sequence cost hash and equality a quarter of their time on small arrays (and one per map a
+/// tenth of hashing many small maps: hash keeps its map entries in `Buffers<(u64, Any)>`).
+pub(crate) struct Buffers<T = Any>(std::cell::RefCell<Vec<Vec<T>>>);
 
-impl Buffers {
+impl<T> Default for Buffers<T> {
+    fn default() -> Self {
+        Buffers(std::cell::RefCell::new(Vec::new()))
+    }
+}
+
+impl<T> Buffers<T> {
     /// Buffers kept, and the largest capacity kept.
     const KEEP: usize = 64;
     const KEEP_CAPACITY: usize = 4096;
 
     /// An empty buffer (a spent one when there is one).
-    pub(crate) fn take(&self) -> Vec<Any> {
+    pub(crate) fn take(&self) -> Vec<T> {
         self.0.borrow_mut().pop().unwrap_or_default()
     }
 
     /// Returns a spent buffer (its elements are dropped now).
-    pub(crate) fn give(&self, mut v: Vec<Any>) {
+    pub(crate) fn give(&self, mut v: Vec<T>) {
         v.clear();
         let mut kept = self.0.borrow_mut();
         if kept.len() < Self::KEEP && v.capacity() <= Self::KEEP_CAPACITY {
