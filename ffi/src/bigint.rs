@@ -17,6 +17,7 @@ pub struct BigIntObj {
 // SAFETY: repr(C), header first, fixed static index.
 unsafe impl ObjectType for BigIntObj {
     const TYPE_KEY: &'static str = "ffi.BigInt";
+    const KEPT_WHILE_LENT: bool = false;
     #[inline]
     fn type_index() -> i32 {
         kTVMFFIBigInt

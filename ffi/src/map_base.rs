@@ -287,6 +287,10 @@ unsafe extern "C" fn release_pairs_owner(data: *mut c_void) {
 
 /// Object deleter of maps allocated here: flag 1 releases entries and storage, flag 2 the block.
 unsafe extern "C" fn map_deleter(obj: *mut c_void, flags: c_int) {
+    // SAFETY: this object's deleter, called with `flags`.
+    if unsafe { crate::object::keep_if_lent(obj, flags) } {
+        return;
+    }
     if flags & kTVMFFIObjectDeleterFlagBitMaskStrong != 0 {
         // SAFETY: the last strong reference is gone; the block is ours until flag 2.
         unsafe { RawMap::from_ptr(obj as *mut MapBase).destroy() };

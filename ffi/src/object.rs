@@ -35,6 +35,10 @@ pub unsafe trait ObjectType: Sized + 'static {
     const TYPE_KEY: &'static str;
     /// The runtime type index of this type.
     fn type_index() -> i32;
+    /// Whether this type's deleter keeps an object lent to a structural walk ([`while_lent`]).
+    /// Strings, bytes, shapes and big integers are leaves no walk reads after a callback, and
+    /// skip the check (a thread-local read on every release).
+    const KEPT_WHILE_LENT: bool = true;
     /// Whether `type_index` denotes this type or a subtype of it.
     #[inline]
     fn is_instance(type_index: i32) -> bool {
@@ -80,7 +84,11 @@ impl TVMFFIObject {
 
 /// The deleter glue of every object this crate allocates (with `malloc`): flag 1 runs `Drop`,
 /// flag 2 frees the block.
-unsafe extern "C" fn drop_and_free<T>(obj: *mut c_void, flags: c_int) {
+unsafe extern "C" fn drop_and_free<T: ObjectType>(obj: *mut c_void, flags: c_int) {
+    // SAFETY: this object's deleter, called with `flags`.
+    if T::KEPT_WHILE_LENT && unsafe { keep_if_lent(obj, flags) } {
+        return;
+    }
     if flags & kTVMFFIObjectDeleterFlagBitMaskStrong != 0 {
         // SAFETY: the protocol calls flag 1 exactly once, when the last strong reference goes.
         unsafe { std::ptr::drop_in_place(obj as *mut T) };
@@ -201,6 +209,8 @@ struct Releases {
     depth: Cell<u32>,
     /// How many releases wait in `DEFERRED_RELEASES`.
     queued: Cell<usize>,
+    /// How many objects are lent now ([`while_lent`]), so that a last release looks them up.
+    lent: Cell<u32>,
 }
 
 thread_local! {
@@ -208,10 +218,111 @@ thread_local! {
         Releases {
             depth: Cell::new(0),
             queued: Cell::new(0),
+            lent: Cell::new(0),
         }
     };
     /// Releases queued past [`MAX_RELEASE_DEPTH`], run by the outermost release of the thread.
     static DEFERRED_RELEASES: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Objects lent by [`while_lent`] on this thread, innermost last.
+    static LENT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// Lent objects whose last strong reference went while they were lent: each holds one
+    /// strong reference again, released when its lending ends.
+    static KEPT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `obj` lent: a pointer read from a container's slot, handed on without a
+/// reference of its own (so that its use count stays what the container's holders make it, as
+/// in the official structural mutators), while `f` may run callbacks that change that
+/// container. Should the object's last strong reference be released meanwhile on this thread
+/// (a callback clearing the List or Dict that held it, through this library or through C++
+/// code inlined from the official headers), its deleter does not destroy it but keeps it
+/// ([`keep_if_lent`]), and it is released when `f` returns: the frames still reading it never
+/// read freed memory, and its address is not reused for a new object while it is on a walk's
+/// path. Objects whose deleter is not this library's (made by C++ code), and releases on other
+/// threads, are not covered: there, as in the official library, a container must not be
+/// changed while it is walked.
+pub fn while_lent<R>(obj: *mut TVMFFIObject, f: impl FnOnce() -> R) -> R {
+    struct Lend(usize);
+    impl Drop for Lend {
+        fn drop(&mut self) {
+            end_lend(self.0);
+        }
+    }
+    if LENT
+        .try_with(|l| l.borrow_mut().push(obj as usize))
+        .is_err()
+    {
+        return f();
+    }
+    RELEASES.with(|r| r.lent.set(r.lent.get() + 1));
+    let _lend = Lend(obj as usize);
+    f()
+}
+
+fn end_lend(obj: usize) {
+    let still_lent = LENT
+        .try_with(|l| {
+            let mut l = l.borrow_mut();
+            if let Some(i) = l.iter().rposition(|&p| p == obj) {
+                l.remove(i);
+            }
+            l.contains(&obj)
+        })
+        .unwrap_or(false);
+    RELEASES.with(|r| r.lent.set(r.lent.get() - 1));
+    if still_lent {
+        return;
+    }
+    let kept = KEPT
+        .try_with(|k| {
+            let mut k = k.borrow_mut();
+            let i = k.iter().position(|&p| p == obj)?;
+            Some(k.swap_remove(i))
+        })
+        .ok()
+        .flatten();
+    if kept.is_some() {
+        // SAFETY: the strong reference `keep_if_lent` took back, released now that the object
+        // is no longer lent.
+        unsafe { dec_ref(obj as *mut TVMFFIObject) };
+    }
+}
+
+/// Called by this library's deleters on flag 1 (the last strong reference is gone): when `obj`
+/// is lent now (see [`while_lent`]), takes a strong reference back into `KEPT` and says so, and
+/// the deleter then does nothing. The count word becomes one strong reference again, holding
+/// the shared weak "1": with flag 3 the word still has that "1" (strong part zero); with flag 1
+/// alone the caller drops the "1" after the deleter returns, so it is added back first.
+///
+/// # Safety
+/// `obj` is an object whose deleter was just called with `flags`.
+pub(crate) unsafe fn keep_if_lent(obj: *mut c_void, flags: c_int) -> bool {
+    if flags & kTVMFFIObjectDeleterFlagBitMaskStrong == 0 || RELEASES.with(|r| r.lent.get()) == 0 {
+        return false;
+    }
+    let lent = LENT
+        .try_with(|l| l.borrow().contains(&(obj as usize)))
+        .unwrap_or(false);
+    if !lent
+        || KEPT
+            .try_with(|k| k.borrow_mut().push(obj as usize))
+            .is_err()
+    {
+        return false;
+    }
+    // flag 3: the word still holds the weak "1" (nobody drops it before freeing)
+    let back = if flags & kTVMFFIObjectDeleterFlagBitMaskWeak != 0 {
+        1
+    } else {
+        1 + WEAK_ONE
+    };
+    // SAFETY: per the caller the block is alive (flag 2 has not run).
+    unsafe {
+        (*(obj as *mut TVMFFIObject))
+            .combined_ref_count
+            .fetch_add(back, Ordering::Acquire)
+    };
+    true
 }
 
 /// Runs the deleter of an object whose last strong reference is gone.
@@ -626,6 +737,90 @@ mod tests {
         );
         assert!(w.upgrade().is_none());
         drop(w);
+    }
+
+    /// The C++ header's inline `DecRef`: one atomic decrement, then the deleter itself with
+    /// flag 3, or flag 1 and the weak "1" dropped after it.
+    unsafe fn cxx_dec_ref(obj: *mut TVMFFIObject) {
+        // SAFETY: per the caller, a live object and a strong reference it owns.
+        unsafe {
+            let old = (*obj).combined_ref_count.fetch_sub(1, Ordering::AcqRel);
+            let deleter = (*obj).deleter.unwrap();
+            if old == INITIAL_REF_COUNT {
+                deleter(obj as *mut c_void, kTVMFFIObjectDeleterFlagBitMaskBoth);
+            } else if old & STRONG_MASK == 1 {
+                deleter(obj as *mut c_void, kTVMFFIObjectDeleterFlagBitMaskStrong);
+                if (*obj)
+                    .combined_ref_count
+                    .fetch_sub(WEAK_ONE, Ordering::AcqRel)
+                    == WEAK_ONE
+                {
+                    deleter(obj as *mut c_void, kTVMFFIObjectDeleterFlagBitMaskWeak);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_lent_object_released_meanwhile_is_kept_until_the_lending_ends() {
+        for cxx in [false, true] {
+            for with_weak in [false, true] {
+                let (o, drops) = probe();
+                let weak = with_weak.then(|| o.downgrade());
+                let raw = o.into_raw();
+                let before_end = while_lent(raw, || {
+                    // the last strong reference goes while the object is lent
+                    if cxx {
+                        // SAFETY: the reference `into_raw` kept.
+                        unsafe { cxx_dec_ref(raw) };
+                    } else {
+                        // SAFETY: the reference `into_raw` kept.
+                        unsafe { dec_ref(raw) };
+                    }
+                    // kept: not destroyed, one strong reference (the keeper's), the weak ones
+                    // as they were
+                    // SAFETY: the block is alive (kept).
+                    let w = unsafe { (*raw).combined_ref_count.load(Ordering::Relaxed) };
+                    (drops.load(Ordering::SeqCst), w)
+                });
+                let weak_part = if with_weak { 2 } else { 1 };
+                assert_eq!(
+                    before_end,
+                    (0, (weak_part << 32) | 1),
+                    "cxx {cxx} weak {with_weak}"
+                );
+                assert_eq!(
+                    drops.load(Ordering::SeqCst),
+                    1,
+                    "released when the lending ended"
+                );
+                if let Some(w) = weak {
+                    assert!(w.upgrade().is_none());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nested_lendings_keep_the_object_until_the_outermost_ends() {
+        let (o, drops) = probe();
+        let raw = o.into_raw();
+        let (inner, outer) = while_lent(raw, || {
+            let inner = while_lent(raw, || {
+                // SAFETY: the object's only reference, released inside both lendings.
+                unsafe { dec_ref(raw) };
+                drops.load(Ordering::SeqCst)
+            });
+            (inner, drops.load(Ordering::SeqCst))
+        });
+        assert_eq!((inner, outer), (0, 0));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        // a lent object whose references stay: lending changes no count
+        let (o, drops) = probe();
+        let during = while_lent(o.as_raw(), || word(&o));
+        assert_eq!((during, word(&o)), (INITIAL_REF_COUNT, INITIAL_REF_COUNT));
+        drop(o);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     #[test]

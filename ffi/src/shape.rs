@@ -15,6 +15,7 @@ pub struct ShapeObj {
 // SAFETY: repr(C), header first, fixed static index.
 unsafe impl ObjectType for ShapeObj {
     const TYPE_KEY: &'static str = "ffi.Shape";
+    const KEPT_WHILE_LENT: bool = false;
     #[inline]
     fn type_index() -> i32 {
         kTVMFFIShape

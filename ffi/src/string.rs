@@ -29,6 +29,7 @@ macro_rules! bytes_like_object {
         // SAFETY: repr(C) with the header first; index fixed by the ABI.
         unsafe impl ObjectType for $obj {
             const TYPE_KEY: &'static str = $key;
+            const KEPT_WHILE_LENT: bool = false;
             #[inline]
             fn type_index() -> i32 {
                 $index

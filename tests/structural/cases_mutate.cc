@@ -272,4 +272,49 @@ CASE("ours.map.list_cycle") {
   return r;
 });
 
+// A callback releasing the container whose element is being mutated: the official library
+// reads the freed element on (a crash, or a new container at its address taken for a cycle).
+// The containers are made by the library under test (its deleters keep a lent object until the
+// walk leaves it); the callback releases them inline, through the C++ header's List/Dict.
+// The callback clears the owner, mutates a fresh container of the same kind without ints (the
+// allocator may place it at the freed address) and adds one.
+static Any MapWhileTheOwnerIsCleared(const char* ctor, Any inner_arg, bool unique_root) {
+  Any inner = Call(ctor, Call("ffi.Array", Call(ctor, inner_arg)));
+  List<Any> owner = Call("ffi.List", inner).cast<List<Any>>();
+  inner = nullptr;
+  const Object* raw = owner.get();
+  List<Any> log;
+  Function on_int = Function::FromTyped([raw, ctor, plog = &log](int64_t v, ObjectRef m) -> Any {
+    Any(GetRef<ObjectRef>(raw)).cast<List<Any>>().clear();
+    Any fresh = Call(ctor, Call("ffi.Array", Call(ctor, String("s"))));
+    plog->push_back(Call("ffi.StructuralMutatorMutate", m, fresh));
+    return v + 1;
+  });
+  Array<Any> table({Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})});
+  Any out = unique_root ? Call("ffi.StructuralMutate", std::move(owner), table)
+                        : Call("ffi.StructuralMutate", owner, table);
+  return Array<Any>({out, log, unique_root ? Any(nullptr) : Any(owner)});
+}
+CASE("ours.mutate.callback_clears_the_list_walked") {
+  return MapWhileTheOwnerIsCleared("ffi.List", 1, false);
+});
+CASE("ours.mutate.callback_clears_the_list_walked_in_place") {
+  return MapWhileTheOwnerIsCleared("ffi.List", 1, true);
+});
+CASE("ours.mutate.callback_clears_the_dict_walked") {
+  // ffi.Dict(k, v): an Array value under key 1, a Dict under key 0 inside it
+  Any inner = Call("ffi.Dict", 0, Call("ffi.Array", Call("ffi.Dict", 1, 5)));
+  List<Any> owner = Call("ffi.List", inner).cast<List<Any>>();
+  inner = nullptr;
+  const Object* raw = owner.get();
+  Function on_int = Function::FromTyped([raw](int64_t v, ObjectRef m) -> Any {
+    Any(GetRef<ObjectRef>(raw)).cast<List<Any>>().clear();
+    Any fresh = Call("ffi.Dict", 0, Call("ffi.Array", Call("ffi.Dict", 1, String("s"))));
+    if (!Call("ffi.StructuralMutatorMutate", m, fresh).same_as(fresh)) return -1;
+    return v + 1;
+  });
+  Any out = Call("ffi.StructuralMutate", std::move(owner), Array<Any>({Array<Any>({TypeIndex::kTVMFFIInt, on_int, false})}));
+  return out;
+});
+
 }  // namespace

@@ -42,6 +42,10 @@ fn storage(f: &FieldRef) -> Storage {
 
 /// Deleter of Python-class objects: flag 1 releases the Any/object fields, flag 2 frees.
 unsafe extern "C" fn py_class_deleter(obj: *mut c_void, flags: c_int) {
+    // SAFETY: this object's deleter, called with `flags`.
+    if unsafe { crate::object::keep_if_lent(obj, flags) } {
+        return;
+    }
     let header = obj as *mut TVMFFIObject;
     if flags & kTVMFFIObjectDeleterFlagBitMaskStrong != 0 {
         // SAFETY: the header of the object being destroyed.

@@ -166,6 +166,25 @@ pub unsafe fn mutate_raw(m: *mut TVMFFIObject, value: &TVMFFIAny, inplace: i32) 
     }
 }
 
+/// `mutate_raw` of a value lent from a container's slot without a reference of its own: should
+/// a callback release it meanwhile (clearing the List or Dict that holds it), it is kept alive
+/// until the call returns ([`crate::object::while_lent`]), so the frames walking it never read
+/// freed memory nor take a new object at its address for a cycle.
+///
+/// # Safety
+/// As for [`mutate_raw`].
+unsafe fn mutate_lent(m: *mut TVMFFIObject, item: &TVMFFIAny, inplace: i32) -> TVMFFIAny {
+    // SAFETY: object values hold a pointer.
+    let obj = unsafe { item.value.v_obj };
+    if item.type_index >= kTVMFFIStaticObjectBegin && !obj.is_null() {
+        // SAFETY: per the caller.
+        crate::object::while_lent(obj, || unsafe { mutate_raw(m, item, inplace) })
+    } else {
+        // SAFETY: per the caller.
+        unsafe { mutate_raw(m, item, inplace) }
+    }
+}
+
 /// `VarRemapGetExpected(var)`: the replacement (owned), None on a miss, or an Error.
 ///
 /// # Safety
@@ -444,7 +463,7 @@ unsafe extern "C" fn mutate_seq(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFF
         // SAFETY: in bounds; the slot keeps the element alive while it is lent.
         let item: TVMFFIAny = unsafe { *(*seq.data_ptr().add(i)).raw() };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, &item, INPLACE_DISALLOW) };
+        let r = unsafe { mutate_lent(m, &item, INPLACE_DISALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
@@ -491,7 +510,7 @@ unsafe extern "C" fn maybe_inplace_mutate_seq(m: *mut TVMFFIObject, value: TVMFF
         // SAFETY: in bounds; the slot keeps the element alive while it is lent.
         let item: TVMFFIAny = unsafe { *(*seq.data_ptr().add(i)).raw() };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, &item, INPLACE_ALLOW) };
+        let r = unsafe { mutate_lent(m, &item, INPLACE_ALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
@@ -513,6 +532,10 @@ unsafe extern "C" fn maybe_inplace_mutate_seq(m: *mut TVMFFIObject, value: TVMFF
 
 /// Copy-on-write mutation of a Map's or Dict's values (keys stay), each lent from its slot.
 unsafe extern "C" fn mutate_map(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
+    if value.type_index == kTVMFFIDict {
+        // SAFETY: a live Dict, per the column.
+        return unsafe { mutate_dict(m, value.value.v_obj, false) };
+    }
     // SAFETY: the column entry of Map/Dict is only called with a live map.
     let src = unsafe { RawMap::from_ptr(value.value.v_obj as *mut MapBase) };
     let mut out: Option<ObjectRef<MapBase>> = None;
@@ -523,7 +546,7 @@ unsafe extern "C" fn mutate_map(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFF
         // reference, as in the official engine: uniqueness stays visible to callbacks).
         let old: TVMFFIAny = unsafe { (*src.kv_at(pos)).value };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, &old, INPLACE_DISALLOW) };
+        let r = unsafe { mutate_lent(m, &old, INPLACE_DISALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
@@ -573,6 +596,10 @@ unsafe fn set_value_at(map: RawMap, index: usize, value: Any) {
 
 /// In-place mutation of a uniquely owned Map's or Dict's values (each lent from its slot).
 unsafe extern "C" fn maybe_inplace_mutate_map(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
+    if value.type_index == kTVMFFIDict {
+        // SAFETY: a live, uniquely owned Dict, per the column.
+        return unsafe { mutate_dict(m, value.value.v_obj, true) };
+    }
     // SAFETY: the column entry of Map/Dict is only called with a live, uniquely owned map.
     let map = unsafe { RawMap::from_ptr(value.value.v_obj as *mut MapBase) };
     let mut pos = map.begin();
@@ -580,7 +607,7 @@ unsafe extern "C" fn maybe_inplace_mutate_map(m: *mut TVMFFIObject, value: TVMFF
         // SAFETY: a valid position; the slot keeps the value alive while it is lent.
         let old: TVMFFIAny = unsafe { (*map.kv_at(pos)).value };
         // SAFETY: the caller passes a live mutator.
-        let r = unsafe { mutate_raw(m, &old, INPLACE_ALLOW) };
+        let r = unsafe { mutate_lent(m, &old, INPLACE_ALLOW) };
         if r.type_index == kTVMFFIError {
             return r;
         }
@@ -599,6 +626,79 @@ unsafe extern "C" fn maybe_inplace_mutate_map(m: *mut TVMFFIObject, value: TVMFF
         pos = map.advance(pos);
     }
     unchanged()
+}
+
+/// Mutation of a Dict's values, copy-on-write or (`inplace`) in place, each lent from its slot.
+/// A callback may change the Dict meanwhile (it is mutable: an insertion can move its storage,
+/// a removal can leave an iterator position on nothing), so the walk follows a copy of its keys
+/// and finds each key's slot again after every callback; a key no longer there is skipped. The
+/// copy-on-write result is the Dict as it was at the first change, with the new values.
+///
+/// # Safety
+/// `m` must be a live mutator object; `dict` a live Dict.
+unsafe fn mutate_dict(m: *mut TVMFFIObject, dict: *mut TVMFFIObject, inplace: bool) -> TVMFFIAny {
+    // SAFETY: per the caller.
+    let keys: Vec<Any> = unsafe { super::map_items(dict) }
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    // SAFETY: per the caller; Dicts use the map storage.
+    let src = unsafe { RawMap::from_ptr(dict as *mut MapBase) };
+    let slot_of = |map: RawMap, key: &Any| -> Result<Option<*mut TVMFFIAny>> {
+        // SAFETY: a found position holds a pair; its value field stays put until the map
+        // changes, and it is read or written at once.
+        Ok(map
+            .find(key.raw())?
+            .map(|pos| unsafe { std::ptr::addr_of_mut!((*map.kv_at(pos)).value) }))
+    };
+    let mode = if inplace {
+        INPLACE_ALLOW
+    } else {
+        INPLACE_DISALLOW
+    };
+    let mut out: Option<ObjectRef<MapBase>> = None;
+    for key in &keys {
+        let slot = match slot_of(src, key) {
+            Ok(Some(slot)) => slot,
+            Ok(None) => continue,
+            Err(e) => return error_raw(e),
+        };
+        // SAFETY: the slot holds a live value, lent for the call.
+        let old: TVMFFIAny = unsafe { *slot };
+        // SAFETY: the caller passes a live mutator.
+        let r = unsafe { mutate_lent(m, &old, mode) };
+        if r.type_index == kTVMFFIError {
+            return r;
+        }
+        // SAFETY: an owned non-error result.
+        let r = unsafe { Any::from_raw(r) };
+        if unchanged_or_same(r.raw(), &old) {
+            continue;
+        }
+        let target = if inplace {
+            src
+        } else {
+            // SAFETY: the copy is ours alone.
+            unsafe { RawMap::of(out.get_or_insert_with(|| src.copy())) }
+        };
+        match slot_of(target, key) {
+            // SAFETY: the slot holds a live value, released after the new one is stored.
+            Ok(Some(slot)) => unsafe { drop_raw(std::mem::replace(&mut *slot, r.into_raw())) },
+            Ok(None) => {}
+            Err(e) => return error_raw(e),
+        }
+    }
+    match out {
+        None => unchanged(),
+        Some(c) => {
+            let p = c.into_raw();
+            TVMFFIAny {
+                type_index: kTVMFFIDict,
+                small_str_len: 0,
+                value: TVMFFIAnyValue { v_obj: p },
+            }
+        }
+    }
 }
 
 /// The `(type index, column, hook)` entries the library registers for mutation.
