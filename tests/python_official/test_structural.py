@@ -577,6 +577,49 @@ def _owned_deep(owner: Any, depth: int) -> Any:
     return v
 
 
+@py_class("pyofficial.SFreeArrayOwner", structural_eq="tree")
+class SFreeArrayOwner(Object):
+    """As SFreeOwner, for the nested Arrays of a List: the walks read an Array inside a sequence
+    without a reference of its own (the List's copy of its elements keeps it)."""
+
+    def __s_hash__(self, init, h):
+        for owner in _owners:
+            owner.clear()
+        return h(tvm_ffi.Array([tvm_ffi.Array([1, 2])]), init, 0)
+
+    def __s_equal__(self, other, cmp):
+        _owners[0].clear()  # the lhs side only
+        fresh = tvm_ffi.Array([tvm_ffi.Array([1, 2])])
+        _owners[0].append(0)
+        return cmp(fresh, fresh, 0, "x")
+
+
+def _arrays_in_a_list(depth: int) -> Any:
+    v: Any = SFreeArrayOwner()
+    for _ in range(depth):
+        v = tvm_ffi.Array([v, 1])
+    owner = tvm_ffi.List([v])
+    _owners.append(owner)
+    return owner
+
+
+# recorded on the official library
+FREED_ARRAY_HASHES = {3: 13213160783494124322, 70: 872384742137120474}
+
+
+def test_nested_arrays_of_a_list_a_hook_clears_stay_alive_for_the_walk() -> None:
+    for depth, want in FREED_ARRAY_HASHES.items():
+        _owners.clear()
+        assert sh(_arrays_in_a_list(depth)) == want, depth
+        _owners.clear()
+        a = _arrays_in_a_list(depth)
+        _owners.clear()
+        b = _arrays_in_a_list(depth)
+        _owners[:] = [a]
+        assert se(a, b), depth
+    _owners.clear()
+
+
 # recorded on the official library, which keeps each container while it walks it
 FREED_CONTAINER_HASHES = {
     ("List", 10): 1525523498738082599,

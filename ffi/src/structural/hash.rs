@@ -4,6 +4,7 @@
 //! values), tensor content, and the `__s_hash__` hook with its callback.
 
 use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
 
 use super::{
     catch_up, hook_in, key_hash_of, map_for_each, push_region, tensor_parts, type_facts, Buffers,
@@ -60,7 +61,39 @@ struct Hasher {
     callback: HookCallback<Hasher>,
     buffers: Buffers,
     /// Spent entry buffers of finished map frames.
-    map_buffers: Buffers<(u64, Any)>,
+    map_buffers: Buffers<(u64, ManuallyDrop<Any>)>,
+}
+
+/// A map frame's entries, (order-independent key hash, value) sorted by key hash. A Map's
+/// values are copied bit for bit, without references of their own (`owned` false: a Map never
+/// changes, and the frame, or the one below, keeps it); a Dict's each take a reference (a hook
+/// may change the Dict meanwhile).
+struct MapItems {
+    entries: Vec<(u64, ManuallyDrop<Any>)>,
+    owned: bool,
+}
+
+impl MapItems {
+    /// Releases owned entries, and hands the buffer back.
+    fn into_buffer(mut self) -> Vec<(u64, ManuallyDrop<Any>)> {
+        self.release();
+        std::mem::take(&mut self.entries)
+    }
+
+    fn release(&mut self) {
+        if std::mem::take(&mut self.owned) {
+            for (_, v) in &mut self.entries {
+                // SAFETY: an owned entry, released once (`owned` is now false).
+                unsafe { ManuallyDrop::drop(v) };
+            }
+        }
+    }
+}
+
+impl Drop for MapItems {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 enum Step {
@@ -82,7 +115,7 @@ enum Frame {
         hash: u64,
         /// (key hash, value) sorted by key hash: a tie group mixes in only the key hash, a
         /// unique key its hash and then its value's.
-        items: Vec<(u64, Any)>,
+        items: MapItems,
         next: usize,
     },
     Fields(FieldsFrame),
@@ -102,10 +135,11 @@ struct FieldsFrame {
 
 enum Next {
     Child(Any),
-    /// Item `i` of the sequence frame is a map, to be begun without a reference of its own
-    /// (the sequence frame keeps it alive). An index, not the map's frame: `Next` stays small,
-    /// and `next` returns one per child.
-    SeqMap(usize),
+    /// An Array, Map or Dict that the frame on top keeps (an element of its Array or of its
+    /// copy of a List's elements, or a value of its map), to be begun without a reference of
+    /// its own (`Items::Borrowed`, `begin_map`). A reference per nested container was a
+    /// quarter of hashing deep nesting.
+    Held(TVMFFIAny),
     Done(u64),
 }
 
@@ -149,8 +183,8 @@ impl Hasher {
                     Step::Done(h) => result = Some(h),
                     Step::Push(f) => stack.push(f),
                 },
-                Next::SeqMap(i) => {
-                    let f = self.begin_seq_map(top, i)?;
+                Next::Held(raw) => {
+                    let f = self.begin_held(raw)?;
                     stack.push(f);
                 }
                 Next::Done(h) => {
@@ -262,20 +296,36 @@ impl Hasher {
         }
     }
 
-    /// The frame of map `i` of sequence frame `top` (`Next::SeqMap`).
+    /// The frame of an Array, Map or Dict the frame below keeps (`Next::Held`).
     #[inline(never)]
-    fn begin_seq_map(&self, top: &Frame, i: usize) -> Result<Frame> {
-        match top {
-            Frame::Seq { items, .. } => self.begin_map(&items.as_slice()[i]),
-            _ => unreachable!("only sequence frames name their maps"),
+    fn begin_held(&self, raw: TVMFFIAny) -> Result<Frame> {
+        // SAFETY: a live container the frame below keeps; borrowed, never released here.
+        let v = ManuallyDrop::new(unsafe { Any::from_raw(raw) });
+        if raw.type_index != kTVMFFIArray {
+            return self.begin_map(&v);
         }
+        let p = self.enter(&v)?;
+        let items = Items::Borrowed(obj_ptr(&v));
+        Ok(Frame::Seq {
+            obj: p,
+            hash: stable_hash_combine(key_hash_of(kTVMFFIArray), items.len() as u64),
+            items,
+            next: 0,
+        })
     }
 
     /// A finished map frame's entry buffer back to `map_buffers`. Out of line: inlined into the
     /// walk's loop, hashing a 200k-int Array took 1.06x the time.
     #[inline(never)]
-    fn recycle_map(&self, items: Vec<(u64, Any)>) {
-        self.map_buffers.give(items)
+    fn recycle_map(&self, items: MapItems) {
+        self.map_buffers.give(items.into_buffer())
+    }
+
+    /// Whether a value that is not a leaf may be begun held by the frame that has it
+    /// (`Next::Held`): the containers whose frames need no reference of their own.
+    #[inline]
+    fn holdable(ti: i32) -> bool {
+        matches!(ti, kTVMFFIArray | kTVMFFIMap | kTVMFFIDict)
     }
 
     /// Element `i` of a sequence frame's items, not a leaf. Out of line, so that the leaves'
@@ -284,31 +334,41 @@ impl Hasher {
     #[inline(never)]
     fn seq_child(&self, items: &mut Items, i: usize) -> Result<Next> {
         let item = &items.as_slice()[i];
-        if matches!(item.type_index(), kTVMFFIMap | kTVMFFIDict) {
+        if Self::holdable(item.type_index()) {
             // held by the sequence frame (its Array, or its copy of a List's items)
-            return Ok(Next::SeqMap(i));
+            return Ok(Next::Held(*item.raw()));
         }
         Ok(Next::Child(items.take(i)))
     }
 
     /// The frame of a Map or Dict `v`, which it does not keep (`keep` is `None`): `v` must
-    /// outlive it (its address is on the path; the entries are copied with a reference each).
+    /// outlive it (its address is on the path; see `MapItems` for the entries).
     fn begin_map(&self, v: &Any) -> Result<Frame> {
         let ti = v.type_index();
         let p = self.enter(v)?;
         // (entries whose key has no order-independent hash yet are left out)
         let mut size = 0u64;
-        let mut items = self.map_buffers.take();
+        let owned = ti != kTVMFFIMap;
+        let mut entries = self.map_buffers.take();
         // SAFETY: a live map object; the closure runs no foreign code.
         unsafe {
             map_for_each(obj_ptr(v), |k, val| {
                 size += 1;
                 if let Some(h) = self.order_independent_hash(k) {
-                    items.push((h, val.clone()));
+                    entries.push((
+                        h,
+                        ManuallyDrop::new(if owned {
+                            val.clone()
+                        } else {
+                            // a Map's value, borrowed for the frame (`MapItems`)
+                            Any::from_raw(*val.raw())
+                        }),
+                    ));
                 }
             })
         };
-        items.sort_by_key(|(h, _)| *h);
+        entries.sort_by_key(|(h, _)| *h);
+        let items = MapItems { entries, owned };
         Ok(Frame::Map {
             obj: p,
             keep: None,
@@ -459,15 +519,25 @@ impl Hasher {
                 items,
                 next,
             } => {
-                while *next < items.len() {
-                    *next += 1;
-                    match Self::leaf(&items.as_slice()[*next - 1]) {
-                        Some(h) => *hash = stable_hash_combine(*hash, h),
-                        None => return self.seq_child(items, *next - 1),
+                // (the slice read once: per element, the `Items` match cost 1.2x on long
+                // Arrays of leaves)
+                let slice = items.as_slice();
+                let (mut i, mut h) = (*next, *hash);
+                while i < slice.len() {
+                    match Self::leaf(&slice[i]) {
+                        Some(x) => h = stable_hash_combine(h, x),
+                        None => break,
                     }
+                    i += 1;
                 }
+                *hash = h;
+                if i < slice.len() {
+                    *next = i + 1;
+                    return self.seq_child(items, i);
+                }
+                *next = i;
                 self.leave(*obj);
-                Ok(Next::Done(*hash))
+                Ok(Next::Done(h))
             }
             Frame::Map {
                 obj,
@@ -476,19 +546,27 @@ impl Hasher {
                 next,
                 ..
             } => {
-                while *next < items.len() {
-                    let (i, h) = (*next, items[*next].0);
+                let entries = &mut items.entries;
+                while *next < entries.len() {
+                    let (i, h) = (*next, entries[*next].0);
                     let mut k = i + 1;
-                    while k < items.len() && items[k].0 == h {
+                    while k < entries.len() && entries[k].0 == h {
                         k += 1;
                     }
                     *next = k;
                     *hash = stable_hash_combine(*hash, h);
                     if k == i + 1 {
-                        let val = std::mem::take(&mut items[i].1);
-                        match Self::leaf(&val) {
+                        let val: &Any = &entries[i].1;
+                        match Self::leaf(val) {
                             Some(hv) => *hash = stable_hash_combine(*hash, hv),
-                            None => return Ok(Next::Child(val)),
+                            None if Self::holdable(val.type_index()) => {
+                                return Ok(Next::Held(*val.raw()))
+                            }
+                            None if items.owned => {
+                                // moved out; the slot keeps None, whose release is nothing
+                                return Ok(Next::Child(std::mem::take(&mut *entries[i].1)));
+                            }
+                            None => return Ok(Next::Child(val.clone())),
                         }
                     }
                 }

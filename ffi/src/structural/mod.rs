@@ -379,10 +379,16 @@ pub unsafe fn seq_items_into(obj: *mut TVMFFIObject, out: &mut Vec<Any>) {
 /// other reference) a new container at that address would pass for a cycle.
 pub(crate) enum Items {
     Array(Any),
+    /// An Array that the frame below keeps (an element of its Array, which cannot change, or of
+    /// its copy of a List's elements, or a value of its Map), read without a reference of its
+    /// own. A reference per nested Array was a quarter of hashing deep nesting.
+    Borrowed(*mut TVMFFIObject),
     /// A List's elements, then the List itself (held, not an element; in a field of its own
     /// `Items` took 40 bytes instead of 24, and equality's sequence frames hold two).
     Copied(Vec<Any>),
 }
+
+const _: () = assert!(std::mem::size_of::<Items>() == 24);
 
 impl Items {
     /// The elements of `seq`, a live Array or List (a List's copied into a buffer of `buffers`).
@@ -404,6 +410,8 @@ impl Items {
             Items::Array(a) => unsafe {
                 (*(a.raw().value.v_obj as *const SeqObj)).slice_unchecked()
             },
+            // SAFETY: a live Array held by the frame below (`borrowed`); it does not change.
+            Items::Borrowed(p) => unsafe { (*(*p as *const SeqObj)).slice_unchecked() },
             Items::Copied(v) => &v[..v.len() - 1],
         }
     }
@@ -417,7 +425,7 @@ impl Items {
     #[inline]
     pub(crate) fn take(&mut self, i: usize) -> Any {
         match self {
-            Items::Array(_) => self.as_slice()[i].clone(),
+            Items::Array(_) | Items::Borrowed(_) => self.as_slice()[i].clone(),
             Items::Copied(v) => {
                 debug_assert!(i + 1 < v.len());
                 std::mem::take(&mut v[i])
@@ -530,6 +538,20 @@ pub unsafe fn map_get(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<Any>> 
         // SAFETY: a valid position; the value is cloned before anything can change.
         unsafe { Any::from_raw(clone_raw(&(*m.kv_at(pos)).value)) }
     }))
+}
+
+/// The value of `key` in Map `obj`, read in place (no reference of its own): it stays valid
+/// while the Map is alive, as a Map never changes.
+///
+/// # Safety
+/// `obj` must be a live Map (not a Dict).
+pub unsafe fn map_find_in_place(obj: *mut TVMFFIObject, key: &Any) -> Result<Option<*const Any>> {
+    // SAFETY: per the caller.
+    let m = unsafe { RawMap::from_ptr(obj as *mut MapBase) };
+    let _l = crate::map::LookupGuard::enter(m.as_ptr());
+    // SAFETY: a valid position; `Any` is a transparent `TVMFFIAny`.
+    Ok(m.find(key.raw())?
+        .map(|pos| unsafe { &(*m.kv_at(pos)).value as *const TVMFFIAny as *const Any }))
 }
 
 /// The number of entries of a Map or Dict, or elements of an Array or List.
