@@ -8,8 +8,8 @@ use std::cell::{Cell, RefCell};
 
 use super::{
     catch_up, container_len, field_name, hook_in, map_find_in_place, map_get, map_items,
-    push_region, tensor_parts, type_facts, Buffers, HookCallback, Items, PtrMap, PtrSet, TypeFacts,
-    SHALLOW_PATH,
+    push_region, tensor_parts, type_facts, Buffers, FrameStack, HookCallback, Items, PtrMap,
+    PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -232,7 +232,7 @@ impl Comparer {
     }
 
     fn compare_any(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
-        let mut stack: Vec<Frame> = Vec::new();
+        let mut stack = FrameStack::new();
         let r = self.walk(lhs, rhs, &mut stack);
         if r.is_err() {
             // A hook may catch the error and compare on: leave the path this walk had entered,
@@ -248,7 +248,7 @@ impl Comparer {
         r
     }
 
-    fn walk(&self, lhs: &Any, rhs: &Any, stack: &mut Vec<Frame>) -> Result<bool> {
+    fn walk(&self, lhs: &Any, rhs: &Any, stack: &mut FrameStack<Frame>) -> Result<bool> {
         let mut result = match self.begin(lhs.clone(), rhs.clone())? {
             Step::Done(b) => return Ok(b),
             Step::Push(f) => {

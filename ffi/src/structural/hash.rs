@@ -8,7 +8,7 @@ use std::mem::ManuallyDrop;
 
 use super::{
     catch_up, hook_in, key_hash_of, map_for_each, push_region, tensor_parts, type_facts, Buffers,
-    HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
+    FrameStack, HookCallback, Items, PtrMap, PtrSet, TypeFacts, SHALLOW_PATH,
 };
 use crate::abi::*;
 use crate::any::{Any, AnyView};
@@ -150,7 +150,7 @@ fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
 
 impl Hasher {
     fn hash_any(&self, root: &Any) -> Result<u64> {
-        let mut stack: Vec<Frame> = Vec::new();
+        let mut stack = FrameStack::new();
         let r = self.walk(root, &mut stack);
         if r.is_err() {
             // A hook may catch the error and hash on: leave the path this walk had entered, or
@@ -165,7 +165,7 @@ impl Hasher {
         r
     }
 
-    fn walk(&self, root: &Any, stack: &mut Vec<Frame>) -> Result<u64> {
+    fn walk(&self, root: &Any, stack: &mut FrameStack<Frame>) -> Result<u64> {
         let mut result = match self.begin(root.clone())? {
             Step::Done(h) => return Ok(h),
             Step::Push(f) => {
@@ -367,7 +367,8 @@ impl Hasher {
                 }
             })
         };
-        entries.sort_by_key(|(h, _)| *h);
+        // (unstable: a tie group mixes in only its key hash, so order within it is moot)
+        entries.sort_unstable_by_key(|(h, _)| *h);
         let items = MapItems { entries, owned };
         Ok(Frame::Map {
             obj: p,

@@ -441,6 +441,73 @@ impl Items {
     }
 }
 
+/// A walk's frame stack: the first `INLINE` frames in place, in the walk's own stack frame,
+/// the rest in a Vec. A Vec alone cost one allocation per call, about a fifth of comparing one
+/// small object from Python.
+pub(crate) struct FrameStack<F> {
+    inline: [std::mem::MaybeUninit<F>; FRAMES_INLINE],
+    /// Frames in `inline` (all of them before any goes to `spill`).
+    len: usize,
+    spill: Vec<F>,
+}
+
+const FRAMES_INLINE: usize = 8;
+
+impl<F> FrameStack<F> {
+    pub(crate) fn new() -> Self {
+        FrameStack {
+            inline: [const { std::mem::MaybeUninit::uninit() }; FRAMES_INLINE],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, f: F) {
+        if self.len < FRAMES_INLINE {
+            self.inline[self.len].write(f);
+            self.len += 1;
+        } else {
+            self.spill.push(f);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<F> {
+        if let Some(f) = self.spill.pop() {
+            return Some(f);
+        }
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        // SAFETY: slots below `len` hold frames; this one is moved out and no longer counted.
+        Some(unsafe { self.inline[self.len].assume_init_read() })
+    }
+
+    #[inline]
+    pub(crate) fn last_mut(&mut self) -> Option<&mut F> {
+        if let Some(f) = self.spill.last_mut() {
+            return Some(f);
+        }
+        let n = self.len.checked_sub(1)?;
+        // SAFETY: slots below `len` hold frames.
+        Some(unsafe { self.inline[n].assume_init_mut() })
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<F> Drop for FrameStack<F> {
+    fn drop(&mut self) {
+        self.spill.clear();
+        while self.pop().is_some() {}
+    }
+}
+
 /// Spent item buffers of finished frames, for the next frames of a walk: one allocation per
 /// sequence cost hash and equality a quarter of their time on small arrays (and one per map a
 /// tenth of hashing many small maps: hash keeps its map entries in `Buffers<(u64, Any)>`).
@@ -762,5 +829,31 @@ impl<E> HookCallback<E> {
 impl<E> Drop for HookCallback<E> {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FrameStack;
+    use std::rc::Rc;
+
+    #[test]
+    fn frame_stack_is_a_stack_past_its_inline_frames_and_drops_each_frame_once() {
+        let token = Rc::new(());
+        let mut s = FrameStack::new();
+        assert!(s.is_empty() && s.last_mut().is_none() && s.pop().is_none());
+        for i in 0..20 {
+            s.push((i, token.clone()));
+            assert_eq!(s.last_mut().map(|f| f.0), Some(i));
+        }
+        assert_eq!(Rc::strong_count(&token), 21);
+        for i in (5..20).rev() {
+            assert_eq!(s.pop().map(|f| f.0), Some(i));
+        }
+        assert_eq!(Rc::strong_count(&token), 6);
+        s.push((99, token.clone()));
+        assert_eq!(s.last_mut().map(|f| f.0), Some(99));
+        drop(s);
+        assert_eq!(Rc::strong_count(&token), 1);
     }
 }
