@@ -64,6 +64,37 @@ impl LookupGuard {
     }
 }
 
+impl LookupGuard {
+    /// Runs `f`, which releases values a finished update of `map` took out (a replaced value,
+    /// an erased pair), with `map`'s innermost search mark lifted: the search is over, and a
+    /// released value's destructor may use the dict again (else it would be told a key hook
+    /// was searching it). Any other search of `map` on the thread was refused the update.
+    pub(crate) fn releasing(map: *const MapBase, f: impl FnOnce()) {
+        let lifted = LOOKUPS.with(|c| {
+            let (mut stack, depth) = c.get();
+            let top = depth.min(MAX_TRACKED_LOOKUPS);
+            let i = stack[..top].iter().rposition(|&m| m == map as usize)?;
+            stack[i] = 0;
+            c.set((stack, depth));
+            Some(i)
+        });
+        struct Restore(Option<usize>, usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                if let Some(i) = self.0 {
+                    LOOKUPS.with(|c| {
+                        let (mut stack, depth) = c.get();
+                        stack[i] = self.1;
+                        c.set((stack, depth));
+                    });
+                }
+            }
+        }
+        let _restore = Restore(lifted, map as usize);
+        f();
+    }
+}
+
 impl Drop for LookupGuard {
     fn drop(&mut self) {
         LOOKUPS.with(|c| {
@@ -311,15 +342,14 @@ impl ObjectRef<DictObj> {
         m.erase(key.raw())
     }
 
-    /// Drops every entry in place (the layout and capacity stay). Panics when called from a
-    /// key hook of a lookup of this dict (see [`LookupGuard`]).
-    pub fn clear(&self) {
+    /// Drops every entry in place (the layout and capacity stay). A RuntimeError when called
+    /// from a key hook of a lookup of this dict (see [`LookupGuard`]).
+    pub fn clear(&self) -> Result<()> {
         let _g = self.lock();
         let m = self.raw_map();
-        if let Err(e) = LookupGuard::check_mutable(m.as_ptr(), "clear") {
-            panic!("{}", e.message());
-        }
+        LookupGuard::check_mutable(m.as_ptr(), "clear")?;
         m.clear();
+        Ok(())
     }
 
     /// Owned copies of the entries, in iteration order.

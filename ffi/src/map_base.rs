@@ -480,13 +480,17 @@ impl RawMap {
     }
 
     fn small_clear(self) {
-        while self.len() > 0 {
-            let last = self.len() - 1;
-            self.set_len(last);
-            // SAFETY: the pair was initialised and is no longer counted; moved out once.
-            let kv = unsafe { ptr::read(self.pair(last)) };
-            drop_pair(kv);
-        }
+        // Every pair is moved out, and the map left empty, before any is released: a released
+        // value's destructor may use this map again (insert into it, which can replace its
+        // storage), as in `dense_clear`.
+        let n = self.len();
+        self.set_len(0);
+        let pairs: Vec<KvPair> = (0..n)
+            .rev()
+            // SAFETY: pair i was initialised and is no longer counted; moved out once.
+            .map(|i| unsafe { ptr::read(self.pair(i)) })
+            .collect();
+        pairs.into_iter().for_each(drop_pair);
     }
 
     fn small_erase(self, i: u64) {
@@ -502,7 +506,7 @@ impl RawMap {
             kv
         };
         self.set_len(n - 1);
-        drop_pair(kv);
+        self.release_pair(kv);
     }
 
     /// Appends copies of this small map's pairs to the empty small map `to` (room assumed).
@@ -527,8 +531,11 @@ impl RawMap {
         if let Some(i) = found {
             // SAFETY: pair i is initialised; the old value is swapped out.
             let old = unsafe { ptr::replace(&mut (*self.pair(i)).value, kv.value) };
-            // SAFETY: we own the incoming key (the stored one stays) and the old value.
-            unsafe { (drop_raw(kv.key), drop_raw(old)) };
+            // we own the incoming key (the stored one stays) and the old value
+            self.release_pair(KvPair {
+                key: kv.key,
+                value: old,
+            });
             return Ok(Inserted::InPlace);
         }
         let n = self.len();
@@ -863,7 +870,7 @@ impl RawMap {
                 self.list_unlink(i);
                 let kv = self.take_pair(i);
                 self.set_meta(i, META_EMPTY);
-                drop_pair(kv);
+                self.release_pair(kv);
             }
             Some(first_next) => {
                 self.set_len(self.len() - 1);
@@ -879,7 +886,7 @@ impl RawMap {
                 self.list_replace(last, i);
                 self.set_meta(last, META_EMPTY);
                 self.set_jump(prev, 0);
-                drop_pair(old);
+                self.release_pair(old);
             }
         }
         Ok(())
@@ -935,8 +942,11 @@ impl RawMap {
                 // SAFETY: occupied slot; the old value is swapped out.
                 let old = unsafe { ptr::replace(&mut (*self.item(i)).kv.value, kv.value) };
                 self.list_push_back(i);
-                // SAFETY: we own the incoming key (the stored one stays) and the old value.
-                unsafe { (drop_raw(kv.key), drop_raw(old)) };
+                // we own the incoming key (the stored one stays) and the old value
+                self.release_pair(KvPair {
+                    key: kv.key,
+                    value: old,
+                });
                 Ok(Inserted::InPlace)
             }
             Ok(Placed::Full) => {
@@ -1220,6 +1230,14 @@ impl RawMap {
             return Vec::new();
         }
         (0..self.num_slots()).map(|i| self.meta(i)).collect()
+    }
+}
+
+impl RawMap {
+    /// Releases a pair an update of this map took out, once the map is consistent again: a
+    /// released value's destructor may use the map (see `LookupGuard::releasing`).
+    fn release_pair(self, kv: KvPair) {
+        crate::map::LookupGuard::releasing(self.as_ptr(), || drop_pair(kv));
     }
 }
 

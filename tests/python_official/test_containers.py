@@ -4,6 +4,9 @@ access)."""
 
 from __future__ import annotations
 
+import gc
+import os
+
 import pytest
 import tvm_ffi
 from tvm_ffi.testing import _ffi_api as T
@@ -271,6 +274,74 @@ def test_dict_grows_past_small_layout() -> None:
     for i in range(0, 200, 2):
         del d[f"k{i}"]
     assert len(d) == 100 and "k1" in d and "k0" not in d
+
+
+ON_OFFICIAL = os.environ.get("TVMFFI_UNDER_TEST_NAME") == "official"
+
+
+class _GrowsOnDelete:
+    """A value whose destructor inserts into the Dict that held it (the Dict still in use)."""
+
+    def __init__(self, box: dict, n: int) -> None:
+        self.box, self.n = box, n
+
+    def __del__(self) -> None:
+        for i in range(self.n):
+            self.box["d"][f"n{i}"] = i
+
+
+@pytest.mark.skipif(ON_OFFICIAL, reason="the official library frees storage it then reads (a crash)")
+@pytest.mark.parametrize("n", [1, 5, 100])
+@pytest.mark.parametrize("op", ["clear", "setitem", "delitem", "pop"])
+def test_a_released_value_may_use_the_dict_that_held_it(op: str, n: int) -> None:
+    # The Dict releases a removed value only once it is consistent again; the value's destructor
+    # then inserts into it (growing it past the small layout for n = 100) without an error.
+    box: dict = {}
+    d = tvm_ffi.Dict({"a": _GrowsOnDelete(box, n), "b": 1})
+    box["d"] = d
+    if op == "clear":
+        d.clear()
+        assert len(d) == n
+    elif op == "setitem":
+        d["a"] = 2
+        assert len(d) == n + 2 and d["a"] == 2
+    elif op == "delitem":
+        del d["a"]
+        assert len(d) == n + 1 and "a" not in d
+    else:
+        assert d.pop("a") is not None
+        gc.collect()
+        assert "a" not in d
+    assert all(d[f"n{i}"] == i for i in range(n))
+
+
+@pytest.mark.skipif(ON_OFFICIAL, reason="the official library reads the keys the hook freed (a crash)")
+def test_clearing_a_dict_from_its_key_hook_is_a_runtime_error() -> None:
+    from tvm_ffi import Object
+    from tvm_ffi.dataclasses import py_class
+
+    state: dict = {"armed": False}
+
+    @py_class("pyofficial.ClearingKey")
+    class ClearingKey(Object):
+        v: int
+
+        def __any_hash__(self) -> int:
+            return self.v
+
+        def __any_equal__(self, other: object) -> bool:
+            if state["armed"]:
+                state["armed"] = False
+                state["d"].clear()
+            return isinstance(other, ClearingKey) and self.v == other.v
+
+    d = tvm_ffi.Dict({ClearingKey(i): i for i in range(10)})
+    state["d"] = d
+    state["armed"] = True
+    with pytest.raises(RuntimeError, match=r"ffi.Dict clear: the dict is being searched") as e:
+        d[ClearingKey(3)]
+    assert "panic" not in str(e.value)  # an error the operation returns, not a caught panic
+    assert len(d) == 10 and d[ClearingKey(3)] == 3
 
 
 def test_dict_str_str() -> None:
