@@ -530,18 +530,97 @@ def _maps_in_a_list() -> Any:
 )
 def test_maps_in_a_list_a_hook_empties_stay_alive_for_the_walk() -> None:
     # the walks borrow a sequence's maps from the sequence's copy rather than taking a
-    # reference each: that copy must keep them alive when the List lets go of them
-    want = sh(_maps_in_a_list())
+    # reference each: that copy must keep them alive when the List lets go of them. After the
+    # hook, the List's elements not walked yet are read again (as a live walk would): it is
+    # empty, so the walk of it ends there, the same way each time.
+    full = sh(_maps_in_a_list())
+    emptied = []
     for _ in range(3):
         a = _maps_in_a_list()
         _walked_lists[:] = [a]
-        assert sh(a) == want
+        emptied.append(sh(a))
         assert len(a) == 0
         a, b = _maps_in_a_list(), _maps_in_a_list()
         _walked_lists[:] = [a, b]
         assert se(a, b)
         assert len(a) == len(b) == 0
     _walked_lists.clear()
+    assert emptied == [emptied[0]] * 3 and emptied[0] != full
+
+
+# --- a hook replacing the elements of the Lists and Dicts being walked ------------------------
+
+_replace_in: list = []
+
+
+def _replace_all() -> None:
+    targets = list(_replace_in)
+    _replace_in.clear()
+    for t in targets:
+        if isinstance(t, tvm_ffi.List):
+            for i in range(len(t)):
+                t[i] = f"R{i}"
+        else:
+            for k in list(t.keys()):
+                t[k] = f"R{k}"
+
+
+@py_class("pyofficial.SReplacer", structural_eq="tree")
+class SReplacer(Object):
+    x: Any
+
+    def __s_hash__(self, init, h):
+        _replace_all()
+        return h(self.x, init, 0)
+
+    def __s_equal__(self, other, cmp):
+        _replace_all()
+        return cmp(self.x, other.x, 0, "x")
+
+
+REPLACED_SHAPES = {
+    "list_first": lambda v: tvm_ffi.List([SReplacer(1), tvm_ffi.List([v]), "s"]),
+    "list_last": lambda v: tvm_ffi.List([tvm_ffi.List([v]), "s", SReplacer(1)]),
+    "dict_first": lambda v: tvm_ffi.Dict({"a": SReplacer(1), "b": tvm_ffi.List([v]), "c": "s"}),
+    "dict_nested": lambda v: tvm_ffi.List(
+        [tvm_ffi.Dict({"a": SReplacer(1), "b": tvm_ffi.List([v])}), tvm_ffi.Dict({"z": tvm_ffi.List([v])})]
+    ),
+}
+
+
+def _replaceable(c: Any) -> list:
+    out = [c]
+    for e in c if isinstance(c, tvm_ffi.List) else c.values():
+        if isinstance(e, (tvm_ffi.List, tvm_ffi.Dict)):
+            out.append(e)
+    return out
+
+
+# recorded on the official library, which reads Lists and Dicts live as it walks them
+REPLACED_RESULTS = {
+    "list_first": (1778265601391125393, True, True),
+    "list_last": (4666724654588774581, True, False),
+    "dict_first": (16309287696408409743, True, True),
+    "dict_nested": (5998356226068865066, True, True),
+}
+
+
+def test_elements_a_hook_replaces_are_read_anew_by_the_walk() -> None:
+    # the elements of a List or Dict not walked yet when a hook replaced them are the new ones
+    # (the walks copy a List's elements and a Dict's entries, and read them again after a hook)
+    got = {}
+    for name, make in REPLACED_SHAPES.items():
+        a = make(1)
+        _replace_in[:] = _replaceable(a)
+        h = sh(a)
+        results = [h]
+        for other in (1, 2):
+            a, b = make(1), make(other)
+            _replace_in[:] = _replaceable(a) + _replaceable(b)
+            results.append(se(a, b))
+        got[name] = tuple(results)
+    _replace_in.clear()
+    assert got == REPLACED_RESULTS
 
 
 # --- a container freed by a hook mid-walk: its address may come back -------------------------

@@ -110,6 +110,8 @@ struct Comparer {
     /// path length.
     active: RefCell<PtrSet<(bool, usize)>>,
     depth: Cell<usize>,
+    /// How many hooks (user code, which may change Lists and Dicts) this walk has called.
+    hooks_run: Cell<u64>,
     callback: HookCallback<Comparer>,
     buffers: Buffers,
 }
@@ -138,6 +140,8 @@ struct SeqFrame {
     lhs: Items,
     rhs: Items,
     next: usize,
+    /// `hooks_run` when Lists' elements were read (see `Items::reread`).
+    seen: u64,
 }
 
 struct MapFrame {
@@ -156,6 +160,8 @@ struct MapFrame {
     next: usize,
     /// The lhs key and mapped rhs key of the value being compared.
     current: Option<(Any, Any)>,
+    /// `hooks_run` when a Dict's entries were read (see `reread_dict`).
+    seen: u64,
 }
 
 struct FieldsFrame {
@@ -208,6 +214,7 @@ impl Comparer {
             map_rhs: RefCell::new(PtrMap::default()),
             active: RefCell::new(PtrSet::default()),
             depth: Cell::new(0),
+            hooks_run: Cell::new(0),
             callback: HookCallback::new(),
             buffers: Buffers::default(),
             generation: crate::type_table::layout_generation(),
@@ -406,6 +413,7 @@ impl Comparer {
                     lhs: lv,
                     rhs: rv,
                     next: 0,
+                    seen: self.hooks_run.get(),
                 })))
             }
             kTVMFFIMap | kTVMFFIDict => Ok(match self.begin_map(&lhs, &rhs)? {
@@ -448,6 +456,7 @@ impl Comparer {
             lhs: lv,
             rhs: rv,
             next: 0,
+            seen: self.hooks_run.get(),
         })))
     }
 
@@ -490,6 +499,7 @@ impl Comparer {
             in_place,
             next,
             current: None,
+            seen: self.hooks_run.get(),
         };
         Ok(Step::Push(Frame::Map(Box::new(frame))))
     }
@@ -811,6 +821,12 @@ impl Comparer {
         match frame {
             Frame::Seq(f) => {
                 if ok {
+                    if f.seen != self.hooks_run.get() && (f.lhs.is_copy() || f.rhs.is_copy()) {
+                        // a hook ran meanwhile: Lists' elements not compared yet are read again
+                        f.lhs.reread();
+                        f.rhs.reread();
+                        f.seen = self.hooks_run.get();
+                    }
                     return self.next(frame);
                 }
                 let i = (f.next - 1) as i64;
@@ -820,6 +836,9 @@ impl Comparer {
             Frame::Map(f) => {
                 let (k, rk) = f.current.take().expect("a map value was being compared");
                 if ok {
+                    if f.seen != self.hooks_run.get() && !f.in_place {
+                        self.reread_dict(f)?;
+                    }
                     return self.next(frame);
                 }
                 self.record(PathStep::MapItem(k), PathStep::MapItem(rk));
@@ -841,7 +860,25 @@ impl Comparer {
         }
     }
 
+    /// A hook ran while a Dict frame compared its values: the entries not compared yet get
+    /// the lhs Dict's current values (the official walk iterates it live; the rhs side is
+    /// looked up live already), and keys no longer there are dropped.
+    #[inline(never)]
+    fn reread_dict(&self, f: &mut MapFrame) -> Result<()> {
+        f.seen = self.hooks_run.get();
+        let mut kept = Vec::with_capacity(f.lhs.len() - f.next);
+        for (k, _) in f.lhs.drain(f.next..) {
+            // SAFETY: a live Dict (the frame, or the one below, keeps it).
+            if let Some(v) = unsafe { map_get(f.lhs_obj, &k) }? {
+                kept.push((k, v));
+            }
+        }
+        f.lhs.extend(kept);
+        Ok(())
+    }
+
     fn call_hook(&self, hook: &Function, lhs: &Any, rhs: &Any) -> Result<bool> {
+        self.hooks_run.set(self.hooks_run.get() + 1);
         let cb = Any::from(self.callback());
         let r = hook.call(&[lhs.as_view(), rhs.as_view(), cb.as_view()])?;
         match r.type_index() {

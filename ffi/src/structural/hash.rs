@@ -36,6 +36,7 @@ pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bo
         memo: RefCell::new(PtrMap::default()),
         active: RefCell::new(PtrSet::default()),
         depth: Cell::new(0),
+        hooks_run: Cell::new(0),
         callback: HookCallback::new(),
         buffers: Buffers::default(),
         map_buffers: Buffers::default(),
@@ -58,6 +59,8 @@ struct Hasher {
     /// Containers and objects on the current path (beyond `SHALLOW_PATH`), and the path length.
     active: RefCell<PtrSet<usize>>,
     depth: Cell<usize>,
+    /// How many hooks (user code, which may change Lists) this walk has called.
+    hooks_run: Cell<u64>,
     callback: HookCallback<Hasher>,
     buffers: Buffers,
     /// Spent entry buffers of finished map frames.
@@ -107,6 +110,8 @@ enum Frame {
         hash: u64,
         items: Items,
         next: usize,
+        /// `hooks_run` when `items` were read (see `Items::reread`).
+        seen: u64,
     },
     Map {
         obj: usize,
@@ -273,6 +278,7 @@ impl Hasher {
                     hash: stable_hash_combine(key_hash_of(ti), items.len() as u64),
                     items,
                     next: 0,
+                    seen: self.hooks_run.get(),
                 }))
             }
             kTVMFFIMap | kTVMFFIDict => {
@@ -311,6 +317,7 @@ impl Hasher {
             hash: stable_hash_combine(key_hash_of(kTVMFFIArray), items.len() as u64),
             items,
             next: 0,
+            seen: 0,
         })
     }
 
@@ -519,6 +526,7 @@ impl Hasher {
                 hash,
                 items,
                 next,
+                ..
             } => {
                 // (the slice read once: per element, the `Items` match cost 1.2x on long
                 // Arrays of leaves)
@@ -601,7 +609,19 @@ impl Hasher {
 
     fn accept(&self, frame: &mut Frame, child: u64) {
         match frame {
-            Frame::Seq { hash, .. } | Frame::Map { hash, .. } => {
+            Frame::Seq {
+                hash, items, seen, ..
+            } => {
+                *hash = stable_hash_combine(*hash, child);
+                if *seen != self.hooks_run.get() && items.is_copy() {
+                    // a hook ran meanwhile: the List's elements not hashed yet are read again
+                    items.reread();
+                    *seen = self.hooks_run.get();
+                }
+            }
+            Frame::Map { hash, .. } => {
+                // (a Dict's entries are hashed as they were when its frame began, as in the
+                // official walk, which collects and sorts them first)
                 *hash = stable_hash_combine(*hash, child);
             }
             Frame::Fields(f) => {
@@ -614,6 +634,7 @@ impl Hasher {
     }
 
     fn call_hook(&self, hook: &Function, v: &Any, init: u64) -> Result<u64> {
+        self.hooks_run.set(self.hooks_run.get() + 1);
         let callback = self.callback();
         let init = Any::from(init as i64);
         let cb = Any::from(callback);

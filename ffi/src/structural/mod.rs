@@ -433,6 +433,26 @@ impl Items {
         }
     }
 
+    /// After user code ran (a hook) while this frame walked its children: a List's elements
+    /// are read again, at most as many as the copy had, so that the elements not walked yet
+    /// are the List's current ones (the official walks read a List live). Arrays never change.
+    pub(crate) fn reread(&mut self) {
+        if let Items::Copied(v) = self {
+            let limit = v.len() - 1;
+            let list = v.pop().expect("a List's copy ends with the List");
+            // SAFETY: a live List (held by this copy).
+            unsafe { seq_items_into(list.raw().value.v_obj, v) };
+            v.truncate(limit);
+            v.push(list);
+        }
+    }
+
+    /// Whether these are a List's copied elements (`reread` has something to do).
+    #[inline]
+    pub(crate) fn is_copy(&self) -> bool {
+        matches!(self, Items::Copied(_))
+    }
+
     /// Returns a copy's buffer for reuse.
     pub(crate) fn recycle(self, buffers: &Buffers) {
         if let Items::Copied(v) = self {
