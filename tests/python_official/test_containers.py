@@ -344,6 +344,30 @@ def test_clearing_a_dict_from_its_key_hook_is_a_runtime_error() -> None:
     assert len(d) == 10 and d[ClearingKey(3)] == 3
 
 
+def test_list_contains_reads_each_element_when_it_compares_it() -> None:
+    from tvm_ffi import Object
+    from tvm_ffi.dataclasses import py_class
+
+    calls: list = []
+
+    @py_class("pyofficial.ReplacingProbe")
+    class ReplacingProbe(Object):
+        v: int
+
+        def __any_hash__(self) -> int:
+            return self.v
+
+        def __any_equal__(self, other: object) -> bool:
+            calls.append(self.v)
+            for i in range(len(lst)):
+                lst[i] = "r" * 40  # every element, the ones not compared yet included
+            return isinstance(other, ReplacingProbe) and self.v == other.v
+
+    lst = tvm_ffi.List([ReplacingProbe(i) for i in range(8)])
+    assert (ReplacingProbe(5) in lst) is False  # the elements after the first are strings now
+    assert len(calls) == 1
+
+
 def test_dict_str_str() -> None:
     d = {"a": "x", "b": "y" * 30}
     assert dict(T.schema_id_dict_str_str(d).items()) == d

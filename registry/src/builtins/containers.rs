@@ -453,7 +453,18 @@ fn register_list(r: &mut Registrar<'_>) {
     r.typed(
         "ffi.ListContains",
         "ListContains(l, v): whether an element equals v (AnyEqual).",
-        |l: List, v: Any| contains(&l.to_vec(), &v),
+        |l: List, v: Any| {
+            // element by element, each read when it is compared (an `__any_equal__` hook may
+            // change the List meanwhile, and the official search reads it live)
+            let mut i = 0;
+            while let Some(e) = l.get(i) {
+                if contains(std::slice::from_ref(&e), &v)? {
+                    return Ok(true);
+                }
+                i += 1;
+            }
+            Ok(false)
+        },
     );
     r.typed(
         "ffi.ListAppend",
