@@ -178,6 +178,9 @@ struct Hasher {
     on_stack: RefCell<HashSet<usize>>,
     memo: RefCell<HashMap<usize, u64>>,
     stack: RefCell<Vec<HashFrame>>,
+    /// Objects whose `__ffi_hash__` hooks are running, this walk's and those of the walk it
+    /// was seeded from (see `Hasher::seeded`).
+    hooks: RefCell<Vec<usize>>,
 }
 
 /// `ffi.RecursiveHash`: a hash consistent with `RecursiveEq`.
@@ -225,7 +228,19 @@ impl Hasher {
             on_stack: RefCell::new(HashSet::new()),
             memo: RefCell::new(HashMap::new()),
             stack: RefCell::new(Vec::new()),
+            hooks: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The walk a hook's `fn_hash` makes when called on another thread while the hook runs:
+    /// the objects whose hooks are running are on its stack too, so that a hook hashing itself
+    /// through another thread meets its own object, as the one walk of the official library
+    /// does, rather than starting over without end.
+    fn seeded(hooks: Vec<usize>) -> Self {
+        let h = Hasher::new();
+        h.on_stack.borrow_mut().extend(hooks.iter().copied());
+        *h.hooks.borrow_mut() = hooks;
+        h
     }
 
     fn hash(&self, v: &Any) -> Result<u64> {
@@ -277,14 +292,19 @@ impl Hasher {
             self.on_stack.borrow_mut().insert(key);
             let slot = Arc::new(WalkRef::new(self));
             let inner = slot.clone();
+            self.hooks.borrow_mut().push(key);
+            let hooks = self.hooks.borrow().clone();
             let cb =
                 Function::from_typed("ffi.RecursiveHash.fn_hash", move |x: Any| -> Result<i64> {
                     Ok(match inner.live() {
                         Some(h) => h.hash(&x)?,
+                        // another thread while the hook runs; after it, a walk of its own
+                        None if inner.running() => Hasher::seeded(hooks.clone()).hash(&x)?,
                         None => Hasher::new().hash(&x)?,
                     } as i64)
                 });
             let r = call_hook(hk, &[v], &cb, &slot);
+            self.hooks.borrow_mut().pop();
             self.on_stack.borrow_mut().remove(&key);
             let h = r?.get::<i64>()? as u64;
             self.memo.borrow_mut().insert(key, h);
@@ -413,6 +433,8 @@ struct Comparer {
     eq_only: bool,
     on_stack: RefCell<HashSet<(usize, usize)>>,
     stack: RefCell<Vec<CmpFrame>>,
+    /// Pairs whose `__ffi_eq__` / `__ffi_compare__` hooks are running (see `Hasher::hooks`).
+    hooks: RefCell<Vec<(usize, usize)>>,
 }
 
 /// `ffi.RecursiveEq` (`eq_only`) or the three-way order behind `ffi.RecursiveLt/Le/Gt/Ge`:
@@ -431,7 +453,16 @@ impl Comparer {
             eq_only,
             on_stack: RefCell::new(HashSet::new()),
             stack: RefCell::new(Vec::new()),
+            hooks: RefCell::new(Vec::new()),
         }
+    }
+
+    /// As `Hasher::seeded`, for `fn_eq` / `fn_cmp` called on another thread.
+    fn seeded(eq_only: bool, hooks: Vec<(usize, usize)>) -> Self {
+        let c = Comparer::new(eq_only);
+        c.on_stack.borrow_mut().extend(hooks.iter().copied());
+        *c.hooks.borrow_mut() = hooks;
+        c
     }
 
     fn compare(&self, l: &Any, r: &Any) -> Result<i32> {
@@ -597,26 +628,27 @@ impl Comparer {
         let slot = Arc::new(WalkRef::new(self));
         let inner = slot.clone();
         let eq_only = self.eq_only;
+        self.hooks.borrow_mut().push(pair);
+        let hooks = self.hooks.borrow().clone();
+        // another thread while the hook runs: a walk seeded with the running hooks; after it,
+        // a walk of its own
+        let compare = move |a: &Any, b: &Any| match inner.live() {
+            Some(c) => c.compare(a, b),
+            None if inner.running() => Comparer::seeded(eq_only, hooks.clone()).compare(a, b),
+            None => Comparer::new(eq_only).compare(a, b),
+        };
         let cb = if is_eq {
             Function::from_typed(
                 "ffi.RecursiveEq.fn_eq",
-                move |a: Any, b: Any| -> Result<bool> {
-                    Ok(match inner.live() {
-                        Some(c) => c.compare(&a, &b)?,
-                        None => Comparer::new(eq_only).compare(&a, &b)?,
-                    } == 0)
-                },
+                move |a: Any, b: Any| -> Result<bool> { Ok(compare(&a, &b)? == 0) },
             )
         } else {
-            Function::from_typed(
-                "ffi.RecursiveCompare.fn_cmp",
-                move |a: Any, b: Any| match inner.live() {
-                    Some(c) => c.compare(&a, &b),
-                    None => Comparer::new(eq_only).compare(&a, &b),
-                },
-            )
+            Function::from_typed("ffi.RecursiveCompare.fn_cmp", move |a: Any, b: Any| {
+                compare(&a, &b)
+            })
         };
         let res = call_hook(hk, &[l, r], &cb, &slot);
+        self.hooks.borrow_mut().pop();
         self.on_stack.borrow_mut().remove(&pair);
         let res = res?;
         Ok(Some(if is_eq {

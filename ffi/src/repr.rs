@@ -72,6 +72,9 @@ struct Printer {
     show_addr: bool,
     state: RefCell<HashMap<usize, Visit>>,
     stack: RefCell<Vec<Frame>>,
+    /// Objects whose `__ffi_repr__` hooks are running (innermost last), this printer's and
+    /// those of the printer it was seeded from (see `seeded`).
+    hooks: RefCell<Vec<usize>>,
     /// One text buffer per `repr` call on this printer (a hook's `fn_repr` calls it while an
     /// outer frame is open in another buffer); kept to the end, as `state` points into them.
     arenas: RefCell<Vec<String>>,
@@ -251,7 +254,21 @@ impl Printer {
             state: RefCell::new(HashMap::new()),
             stack: RefCell::new(Vec::new()),
             arenas: RefCell::new(Vec::new()),
+            hooks: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The printer a hook's `fn_repr` makes when called on another thread than the printer it
+    /// came from: the objects whose hooks are running there are in progress here too, so that
+    /// a hook printing itself through another thread meets its own object (`...`), as the one
+    /// printer of the official library does, rather than starting over without end.
+    fn seeded(show_addr: bool, hooks: Vec<usize>) -> Printer {
+        let p = Printer::new(show_addr);
+        p.state
+            .borrow_mut()
+            .extend(hooks.iter().map(|&o| (o, Visit::InProgress)));
+        *p.hooks.borrow_mut() = hooks;
+        p
     }
 
     /// The repr of one owned value.
@@ -536,15 +553,22 @@ impl Printer {
         let slot = Arc::new(WalkRef::new(self));
         let inner = slot.clone();
         let show_addr = self.show_addr;
+        self.hooks
+            .borrow_mut()
+            .push(v.as_view().as_object_ptr().map_or(0, |p| p as usize));
+        let hooks = self.hooks.borrow().clone();
         let fn_repr =
             Function::from_typed("ffi.ReprPrint.fn_repr", move |x: Any| match inner.live() {
                 Some(p) => p.repr(&x),
+                // another thread while the hook runs; after it, a printer of its own
+                None if inner.running() => Printer::seeded(show_addr, hooks.clone()).repr(&x),
                 None => Printer::new(show_addr).repr(&x),
             });
         let args = [*v.raw(), *AnyView::from(&fn_repr).raw()];
         // SAFETY: the column keeps the hook alive; `v` and `fn_repr` outlive the call.
         let r = unsafe { call_raw(hook.value.v_obj, args.as_ptr(), 2) };
         slot.clear();
+        self.hooks.borrow_mut().pop();
         let r = r?;
         r.get::<String>().map_err(|_| {
             Error::type_error(format!(

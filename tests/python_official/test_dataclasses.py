@@ -5,6 +5,7 @@ Python-defined `py_class` types registered in the library's type table."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import tvm_ffi
@@ -207,3 +208,82 @@ def test_py_class_inheritance() -> None:
     assert repr(p) == "pyofficial.Point3(x=1, y=2, z=3)"
     ti = Point3.__tvm_ffi_type_info__
     assert ti.parent_type_info.type_key == "pyofficial.Point"
+
+
+# --- hook callbacks called on another thread while the hook runs ------------------------------
+
+
+def _on_another_thread(fn):  # type: ignore[no-untyped-def]
+    import threading
+
+    out: list = []
+
+    def body() -> None:
+        try:
+            out.append(fn())
+        except Exception as e:  # noqa: BLE001
+            _threaded_errors.append(f"{type(e).__name__}: {e}")
+            out.append(None)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out[0]
+
+
+@py_class("pyofficial.ThreadedHooks", eq=True, order=True, unsafe_hash=True)
+class ThreadedHooks(Object):
+    x: Any
+
+    def __ffi_repr__(self, fn_repr):  # type: ignore[no-untyped-def]
+        _threaded_calls.append("repr")
+        if len(_threaded_calls) > 10:
+            return "runaway"
+        return "T<" + _on_another_thread(lambda: fn_repr(tvm_ffi.List([self]))) + ">"
+
+    def __ffi_eq__(self, other, fn_eq):  # type: ignore[no-untyped-def]
+        _threaded_calls.append("eq")
+        if len(_threaded_calls) > 10:
+            return False
+        return _on_another_thread(lambda: fn_eq(tvm_ffi.List([self]), tvm_ffi.List([other])))
+
+    def __ffi_compare__(self, other, fn_cmp):  # type: ignore[no-untyped-def]
+        _threaded_calls.append("cmp")
+        if len(_threaded_calls) > 10:
+            return 1
+        r = _on_another_thread(lambda: fn_cmp(tvm_ffi.List([self]), tvm_ffi.List([other])))
+        return 0 if r is None else r
+
+    def __ffi_hash__(self, fn_hash):  # type: ignore[no-untyped-def]
+        _threaded_calls.append("hash")
+        if len(_threaded_calls) > 10:
+            return 0
+        return _on_another_thread(lambda: fn_hash(tvm_ffi.List([self])))
+
+
+_threaded_calls: list = []
+_threaded_errors: list = []
+
+
+def test_hook_callbacks_on_another_thread_see_the_hooks_running() -> None:
+    # The callback, called on another thread while its hook waits, meets the hook's own object
+    # again: as in the official library (one printer or walk for every thread), that object is
+    # in progress there (`...`, a cycle), and the hook runs once rather than without end.
+    a, b = ThreadedHooks(1), ThreadedHooks(1)
+    _threaded_errors.clear()
+    got = []
+    for run in (
+        lambda: repr(a),
+        lambda: tvm_ffi._ffi_api.RecursiveEq(a, b),
+        lambda: tvm_ffi._ffi_api.RecursiveLt(a, b),
+        lambda: tvm_ffi._ffi_api.RecursiveHash(a),
+    ):
+        _threaded_calls.clear()
+        got.append((run(), len(_threaded_calls)))
+    assert got == [("T<[...]>", 1), (True, 1), (False, 1), (THREADED_HASH, 1)]
+    # ordering a value that contains itself is an error (there, raised in the thread)
+    assert len(_threaded_errors) == 1 and "cyclic reference detected in ordering" in _threaded_errors[0]
+    _threaded_errors.clear()
+
+
+THREADED_HASH = 8469211059539376391  # recorded on the official library

@@ -754,6 +754,14 @@ impl<T> WalkRef<T> {
         Some(unsafe { &*p })
     }
 
+    /// Whether the walk is still running (on any thread).
+    pub(crate) fn running(&self) -> bool {
+        !self
+            .ptr
+            .load(std::sync::atomic::Ordering::Acquire)
+            .is_null()
+    }
+
     /// The walk, while it runs on this thread.
     pub(crate) fn get(&self, what: &str) -> Result<&T> {
         self.live().ok_or_else(|| {
