@@ -431,6 +431,13 @@ impl RawMap {
         self.len()
     }
 
+    /// What an iterator position depends on: the storage, its layout and the entry count.
+    /// Unchanged while only values are replaced; an insertion or removal changes it.
+    #[inline]
+    pub fn iteration_token(self) -> (usize, u64, u64) {
+        (self.data() as usize, self.slots(), self.len())
+    }
+
     /// The runtime type index (72 or 76).
     #[inline]
     pub fn type_index(self) -> i32 {

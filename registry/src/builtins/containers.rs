@@ -319,11 +319,20 @@ fn storage<T: anyffi::ObjectType>(m: &ObjectRef<T>) -> ObjectRef<MapBase> {
 /// state on every call (a Dict may change between calls).
 fn forward_iter_functor(name: &'static str, keep: ObjectRef<MapBase>) -> Function {
     // SAFETY: `keep` holds the map alive while the functor exists.
-    let pos = AtomicU64::new(unsafe { RawMap::of(&keep) }.begin());
+    let start = unsafe { RawMap::of(&keep) };
+    let pos = AtomicU64::new(start.begin());
+    // A Dict changed under the iterator (an insertion or removal: its positions may now name
+    // other entries, or none) ends the iteration with an error, as a Python dict's does.
+    let token = (start.type_index() == kTVMFFIDict).then(|| start.iteration_token());
     Function::from_typed(name, move |command: i64| -> Result<Any> {
         // SAFETY: as above.
         let map = unsafe { RawMap::of(&keep) };
         let _g = anyffi::seq::container_lock(keep.as_raw());
+        if token.is_some_and(|t| t != map.iteration_token()) {
+            return Err(Error::runtime_error(format!(
+                "{name}: the dict changed size during iteration"
+            )));
+        }
         let p = pos.load(Ordering::Relaxed);
         match command {
             0 | 1 => {
