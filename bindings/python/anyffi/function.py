@@ -50,6 +50,7 @@ _new_frame = _marshal.new_frame
 _conv_big_int = _marshal.conv_big_int
 _CAP = _marshal.FRAME_CAP
 _FunctionCall = _capi.TVMFFIFunctionCall
+_IncRef = _capi.TVMFFIObjectIncRef
 _FunctionCallKeepGIL = _capi.TVMFFIFunctionCallKeepGIL
 _conv_object = _marshal.conv_object
 _conv_str = _marshal.conv_str
@@ -225,6 +226,11 @@ class Function(Object):
                         if h:
                             Q[k] = _MI[h >> 2]  # the object's type index (header+8)
                             Q[k + 1] = h
+                            if self._call is _FunctionCall:
+                                # the GIL is released during the call: another thread may
+                                # close() the argument; the call holds its own reference
+                                _IncRef(h)
+                                owned.append(h)
                         else:
                             a._conv_without_handle(k, fr)
                     elif c is None:

@@ -358,7 +358,7 @@ if _np is not None:
 class Tensor(Object):
     """An n-dimensional array: an owned ``ffi.Tensor``, or a borrowed ``DLTensor`` view."""
 
-    __slots__ = ("_dl", "_keep", "_ro")
+    __slots__ = ("_dl", "_keep", "_ro", "_exported")
 
     @classmethod
     def _from_owned(cls, h: int) -> "Tensor":
@@ -367,6 +367,7 @@ class Tensor(Object):
         o._dl = h + _capi.OBJ_CELL
         o._keep = None
         o._ro = False
+        o._exported = False
         return o
 
     @classmethod
@@ -377,6 +378,7 @@ class Tensor(Object):
         o._dl = dltensor
         o._keep = keep
         o._ro = False
+        o._exported = False
         return o
 
     def _pin_owner(self) -> Any:
@@ -393,6 +395,16 @@ class Tensor(Object):
         return self._ro
 
     def close(self) -> None:
+        if getattr(self, "_exported", False):
+            # numpy arrays made from this object's __array_interface__ (np.asarray(t)) have it as
+            # their base and read the memory still: this object keeps what keeps the memory (its
+            # reference moves to a holder) until it is garbage, and is closed for every use
+            h = self._h
+            if h:
+                self._h = 0
+                self._keep = (self._keep, Tensor._from_owned(h))
+            self._dl = 0
+            return
         self._dl = 0
         self._keep = None
         super().close()
@@ -526,6 +538,7 @@ class Tensor(Object):
     def _array_interface(self, bits: bool) -> dict:
         """The array interface (CPU tensors); ``bits``: bfloat16/float8 as unsigned ints of their
         size (for :meth:`numpy`, which views them as the ml_dtypes type)."""
+        self._exported = True  # (`close` then leaves the memory to the arrays made from this)
         if not self._h:
             self._pin_owner()  # the array made from it keeps this object, hence the memory
         if self.device.device_type != 1:

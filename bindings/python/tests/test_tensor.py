@@ -575,3 +575,22 @@ def test_a_function_returning_its_read_only_argument_gives_an_owned_read_only_te
     del a
     gc.collect()
     assert r.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_arrays_made_from_a_tensor_outlive_its_close():
+    # np.asarray(t) has `t` as its base; close() must not free the memory under it (it did: the
+    # next tensor got the same block, and writes through the array changed it)
+    t = anyffi.runtime.empty((1 << 20,), "float32")
+    a = np.asarray(t)
+    a[:] = 1.0
+    t.close()
+    with pytest.raises(ValueError, match="closed"):
+        t.data_ptr
+    c = anyffi.runtime.empty((1 << 20,), "float32")
+    c.numpy()[:] = 7.0
+    a[:] = 3.0
+    assert float(c.numpy()[0]) == 7.0 and float(a[-1]) == 3.0
+    with anyffi.runtime.empty((8,), "float32") as w:
+        b = np.asarray(w)
+        b[:] = 5.0
+    assert float(b.sum()) == 40.0

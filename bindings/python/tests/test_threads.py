@@ -245,3 +245,45 @@ def test_op_results_do_not_depend_on_the_thread_count():
         assert out.returncode == 0, out.stderr
         seen[threads] = out.stdout.strip()
     assert len(set(seen.values())) == 1, seen
+
+
+def test_a_call_holds_its_arguments_while_other_threads_run():
+    # Calls release the GIL: another thread may close() an argument (or the Function) meanwhile,
+    # dropping the reference its Python object held. The call holds references of its own until
+    # it returns (it read freed memory before: a crash, or another tensor's data).
+    apply = anyffi.get_global_func("anyffi.testing.apply")
+    t = anyffi.runtime.empty((4,), "float32")
+    counts: list = []
+    cb = anyffi.Function(lambda x: counts.append(t.use_count))
+    for release_gil in (True, False):
+        apply.release_gil = release_gil
+        apply(cb, t)
+    # one reference more while other threads may run (the GIL released) than while they cannot
+    assert counts[0] == counts[1] + 1 and t.use_count == 1 and cb.use_count == 1
+
+
+def test_closing_a_tensor_another_threads_op_is_reading():
+    from anyffi import ops, runtime as rt
+
+    n = 1 << 22
+    a = rt.empty((n,), "float32")
+    a.numpy()[:] = 1.0
+    out = rt.empty((n,), "float32")
+    outcome: list = []
+
+    def worker():
+        for _ in range(200):
+            try:
+                ops.add(a, a, out=out)
+            except ValueError as e:
+                outcome.append(str(e))
+                return
+
+    th = threading.Thread(target=worker)
+    th.start()
+    while not out.numpy()[0]:
+        pass
+    a.close()
+    th.join()
+    assert outcome and "closed" in outcome[0]
+    assert float(out.numpy()[-1]) == 2.0  # every call that ran read the tensor's own data
