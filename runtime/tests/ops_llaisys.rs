@@ -713,4 +713,27 @@ fn empty_and_size_one_layouts() {
     c.dl.data = a.dl.data;
     call("ops.add", &[c.view(), a.view(), a.view()]).unwrap();
     assert_eq!(a.get(), vec![2.0, 4.0, 6.0, 8.0, 10.0]);
+    // attention with no heads at all (q [2, 0, 4], k and v [3, 0, 4]): an empty result, as
+    // torch's; heads on one side only stay an error
+    let q = HostTensor::new(&[2, 0, 4], Dt::F32);
+    let kv = HostTensor::new(&[3, 0, 4], Dt::F32);
+    let o = HostTensor::new(&[2, 0, 4], Dt::F32);
+    call(
+        "ops.self_attention",
+        &[o.view(), q.view(), kv.view(), kv.view(), 0.5f64.into()],
+    )
+    .unwrap();
+    let q = HostTensor::new(&[2, 2, 4], Dt::F32);
+    let o = HostTensor::new(&[2, 2, 4], Dt::F32);
+    let e = call(
+        "ops.self_attention",
+        &[o.view(), q.view(), kv.view(), kv.view(), 0.5f64.into()],
+    )
+    .unwrap_err();
+    assert!(
+        e.message()
+            .contains("nhead (2) must be a multiple of nkvhead (0)"),
+        "{}",
+        e.message()
+    );
 }

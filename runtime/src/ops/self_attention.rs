@@ -43,7 +43,8 @@ pub(super) fn call(args: &[AnyView<'_>]) -> Result<()> {
     let dv = v.shape[2];
     v.expect_shape("(total_len, nkvhead, dv)", &[s, hk, dv])?;
     out.expect_shape("(seqlen, nhead, dv)", &[l, h, dv])?;
-    if hk == 0 || h % hk != 0 {
+    // (no heads at all: an empty result, as in torch)
+    if (hk == 0 && h != 0) || (hk != 0 && h % hk != 0) {
         return Err(Error::value_error(format!(
             "{OP}: nhead ({h}) must be a multiple of nkvhead ({hk}): `q` has {h} heads, `k` and \
              `v` have {hk}"
