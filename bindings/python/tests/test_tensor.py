@@ -577,6 +577,7 @@ def test_a_function_returning_its_read_only_argument_gives_an_owned_read_only_te
     assert r.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+@needs_global("runtime.empty")
 def test_arrays_made_from_a_tensor_outlive_its_close():
     # np.asarray(t) has `t` as its base; close() must not free the memory under it (it did: the
     # next tensor got the same block, and writes through the array changed it)

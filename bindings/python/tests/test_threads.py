@@ -6,6 +6,7 @@ import threading
 
 import anyffi
 import pytest
+from conftest import needs_global
 
 np = pytest.importorskip("numpy")
 
@@ -247,6 +248,7 @@ def test_op_results_do_not_depend_on_the_thread_count():
     assert len(set(seen.values())) == 1, seen
 
 
+@needs_global("anyffi.testing.apply", "runtime.empty")
 def test_a_call_holds_its_arguments_while_other_threads_run():
     # Calls release the GIL: another thread may close() an argument (or the Function) meanwhile,
     # dropping the reference its Python object held. The call holds references of its own until
@@ -262,6 +264,7 @@ def test_a_call_holds_its_arguments_while_other_threads_run():
     assert counts[0] == counts[1] + 1 and t.use_count == 1 and cb.use_count == 1
 
 
+@needs_global("runtime.empty", "ops.add")
 def test_closing_a_tensor_another_threads_op_is_reading():
     from anyffi import ops, runtime as rt
 

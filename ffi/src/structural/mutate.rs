@@ -645,6 +645,8 @@ unsafe fn mutate_dict(m: *mut TVMFFIObject, dict: *mut TVMFFIObject, inplace: bo
     // SAFETY: per the caller; Dicts use the map storage.
     let src = unsafe { RawMap::from_ptr(dict as *mut MapBase) };
     let slot_of = |map: RawMap, key: &Any| -> Result<Option<*mut TVMFFIAny>> {
+        // (a key hook may not change the Dict while it is searched)
+        let _l = crate::map::LookupGuard::enter(map.as_ptr());
         // SAFETY: a found position holds a pair; its value field stays put until the map
         // changes, and it is read or written at once.
         Ok(map
