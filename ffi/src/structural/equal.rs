@@ -408,13 +408,7 @@ impl Comparer {
                 let ptrs = self.enter(&lhs, &rhs)?;
                 // (a List may change length meanwhile: `next` compares what was copied)
                 let (lv, rv) = (Items::of(lhs, &self.buffers), Items::of(rhs, &self.buffers));
-                Ok(Step::Push(Frame::Seq(SeqFrame {
-                    ptrs,
-                    lhs: lv,
-                    rhs: rv,
-                    next: 0,
-                    seen: self.hooks_run.get(),
-                })))
+                Ok(self.seq_frame(ptrs, lv, rv))
             }
             kTVMFFIMap | kTVMFFIDict => Ok(match self.begin_map(&lhs, &rhs)? {
                 Step::Push(Frame::Map(mut f)) => {
@@ -451,13 +445,18 @@ impl Comparer {
             return Ok(Step::Done(false));
         }
         let ptrs = self.enter(lhs, rhs)?;
-        Ok(Step::Push(Frame::Seq(SeqFrame {
+        Ok(self.seq_frame(ptrs, lv, rv))
+    }
+
+    /// The frame of two sequences entered at `ptrs`.
+    fn seq_frame(&self, ptrs: (usize, usize), lhs: Items, rhs: Items) -> Step {
+        Step::Push(Frame::Seq(SeqFrame {
             ptrs,
-            lhs: lv,
-            rhs: rv,
+            lhs,
+            rhs,
             next: 0,
             seen: self.hooks_run.get(),
-        })))
+        }))
     }
 
     /// The frame of two Maps or two Dicts, which does not keep them (`MapFrame::keep` is
