@@ -210,13 +210,27 @@ def test_a_callback_releasing_the_containers_walked(api: str, kind: str, depth: 
     assert len(owner) == 0
 
 
+_OFFICIAL_READS_FREED = pytest.mark.skipif(
+    ON_OFFICIAL, reason="the official walk goes on over storage the change freed (heap damage)"
+)
+
+
 @pytest.mark.parametrize("api", ["map", "mutate"])
-@pytest.mark.parametrize("change", ["grow", "clear", "replace", "none"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param("grow", marks=_OFFICIAL_READS_FREED),
+        pytest.param("clear", marks=_OFFICIAL_READS_FREED),
+        "replace",
+        "none",
+    ],
+)
 def test_mutating_a_dict_a_callback_changes(api: str, change: str) -> None:
     # The Dict is mutable: a callback may insert keys (moving its storage), clear it or
-    # replace its values while its values are lent to the mutator. Each outcome checked here is
-    # the same on the official library; the key by key walk differs only where it goes on past
-    # a change the official iteration stops at (marked below).
+    # replace its values while its values are lent to the mutator. The outcomes match the
+    # official library's where it reads no freed memory (replace, none) and, for grow, where
+    # its walk still reads the entries it began with (k0); the key by key walk goes on past a
+    # change the official iteration stops at (marked below).
     d = tvm_ffi.Dict({f"k{i}": WLeaf(i) for i in range(3)})
     calls: list = []
 
