@@ -18,12 +18,25 @@ one strong reference in its `handle` field, released by its finalizer.
 abstract type AbstractTVMObject end
 
 # The only thing finalizers do: give our reference back.
-function _release_handle!(x)
-    h = x.handle
-    if h != C_NULL
-        x.handle = C_NULL
-        TVMFFIObjectDecRef(h)
+# Takes the handle out of `x` in one atomic exchange: `release!` on two threads at once, or
+# `release!` racing the finalizer, gave the reference back twice with a read and a store
+# (session 21 audit). A lock would not do: finalizers may not take locks.
+@inline function _take_handle!(x)::Ptr{Cvoid}
+    T = typeof(x)
+    GC.@preserve x begin
+        p = Ptr{UInt}(pointer_from_objref(x) + fieldoffset(T, Base.fieldindex(T, :handle)))
+        old = Base.llvmcall("""
+            %ptr = inttoptr i64 %0 to i64*
+            %old = atomicrmw xchg i64* %ptr, i64 0 acq_rel
+            ret i64 %old
+            """, UInt, Tuple{Ptr{UInt}}, p)
     end
+    return Ptr{Cvoid}(old)
+end
+
+function _release_handle!(x)
+    h = _take_handle!(x)
+    h != C_NULL && TVMFFIObjectDecRef(h)
     return nothing
 end
 

@@ -118,4 +118,17 @@ end
     @test wrong_thread[] == 0
     GC.gc(); GC.gc()
     @test AnyFFI.live_callbacks() == base_live
+    # release! of one wrapper on two threads at once gives its reference back once (the handle
+    # is taken out in one atomic exchange)
+    base = TVMShape(1, 2)
+    n0 = use_count(base)
+    for round in 1:2000
+        w = TVMShape(base.handle; borrowed = true)
+        go = Threads.Atomic{Bool}(false)
+        ts = [Threads.@spawn((while !go[]; GC.safepoint(); end; AnyFFI.release!(w))) for _ in 1:2]
+        go[] = true
+        foreach(wait, ts)
+        use_count(base) == n0 || break
+    end
+    @test use_count(base) == n0
 end
