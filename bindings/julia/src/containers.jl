@@ -204,11 +204,21 @@ TVMDict(ps::Pair...) = _require_global("ffi.Dict")(_flatten(ps)...)::TVMDict
 Base.length(m::_AnyMap) = Int(_mapfn(m, "Size")(m))
 Base.isempty(m::_AnyMap) = length(m) == 0
 Base.haskey(m::_AnyMap, k) = _mapfn(m, "Count")(m, k) != 0
+# (a Dict may lose the key between the two calls, on another thread: the lookup's KeyError
+# then reads as the key missing, as it would have a moment earlier)
+function _get_item(m::_AnyMap, k, missing_key)
+    try
+        return _mapfn(m, "GetItem")(m, k)
+    catch e
+        e isa TVMError && e.kind == "KeyError" && return missing_key()
+        rethrow()
+    end
+end
 function Base.getindex(m::_AnyMap, k)
     haskey(m, k) || throw(KeyError(k))
-    return _mapfn(m, "GetItem")(m, k)
+    return _get_item(m, k, () -> throw(KeyError(k)))
 end
-Base.get(m::_AnyMap, k, default) = haskey(m, k) ? _mapfn(m, "GetItem")(m, k) : default
+Base.get(m::_AnyMap, k, default) = haskey(m, k) ? _get_item(m, k, () -> default) : default
 Base.eltype(::Type{<:_AnyMap}) = Pair{Any,Any}
 
 # Iteration through `ffi.MapForwardIterFunctor`: it(0) key, it(1) value, it(2) advance.

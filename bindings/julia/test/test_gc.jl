@@ -131,4 +131,19 @@ end
         use_count(base) == n0 || break
     end
     @test use_count(base) == n0
+    # get/getindex of a Dict another thread deletes and re-inserts the key of: the default or
+    # the value, never an error from the lookup that lost the key
+    d = TVMDict(Dict("k$i" => i for i in 1:100))
+    stop = Threads.Atomic{Bool}(false)
+    w = Threads.@spawn while !stop[]; delete!(d, "k1"); d["k1"] = 1; end
+    thrown = 0
+    for _ in 1:20000
+        try
+            get(d, "k1", 0) in (0, 1) || (thrown += 1)
+        catch
+            thrown += 1
+        end
+    end
+    stop[] = true; wait(w)
+    @test thrown == 0
 end
