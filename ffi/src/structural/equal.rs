@@ -103,9 +103,11 @@ struct Comparer {
     skip_tensor_content: bool,
     /// Reverse mismatch paths (lhs, rhs), when tracing.
     paths: RefCell<Option<(Vec<PathStep>, Vec<PathStep>)>>,
-    /// lhs object -> rhs object, and back (kept alive so addresses stay unique).
-    map_lhs: RefCell<PtrMap<usize, (Any, Any)>>,
-    map_rhs: RefCell<PtrMap<usize, (Any, Any)>>,
+    /// lhs object -> rhs object, and back: the index of the pair in `bound`, which keeps both
+    /// alive (so addresses stay unique).
+    map_lhs: RefCell<PtrMap<usize, usize>>,
+    map_rhs: RefCell<PtrMap<usize, usize>>,
+    bound: RefCell<Vec<(Any, Any)>>,
     /// Containers and objects on the current path (beyond `SHALLOW_PATH`), per side, and the
     /// path length.
     active: RefCell<PtrSet<(bool, usize)>>,
@@ -212,6 +214,7 @@ impl Comparer {
             paths: RefCell::new(trace.then(Default::default)),
             map_lhs: RefCell::new(PtrMap::default()),
             map_rhs: RefCell::new(PtrMap::default()),
+            bound: RefCell::new(Vec::new()),
             active: RefCell::new(PtrSet::default()),
             depth: Cell::new(0),
             hooks_run: Cell::new(0),
@@ -552,8 +555,8 @@ impl Comparer {
             return Ok(Step::Done(true));
         }
         if kind == kTVMFFISEqHashKindDAGNode || kind == kTVMFFISEqHashKindFreeVar {
-            if let Some((_, mapped)) = self.map_lhs.borrow().get(&(lo as usize)) {
-                return Ok(Step::Done(obj_ptr(mapped) == ro));
+            if let Some(&at) = self.map_lhs.borrow().get(&(lo as usize)) {
+                return Ok(Step::Done(obj_ptr(&self.bound.borrow()[at].1) == ro));
             }
             if self.map_rhs.borrow().contains_key(&(ro as usize)) {
                 return Ok(Step::Done(false));
@@ -601,12 +604,11 @@ impl Comparer {
     }
 
     fn bind(&self, lhs: &Any, rhs: &Any) {
-        self.map_lhs
-            .borrow_mut()
-            .insert(obj_ptr(lhs) as usize, (lhs.clone(), rhs.clone()));
-        self.map_rhs
-            .borrow_mut()
-            .insert(obj_ptr(rhs) as usize, (rhs.clone(), lhs.clone()));
+        let mut bound = self.bound.borrow_mut();
+        let at = bound.len();
+        bound.push((lhs.clone(), rhs.clone()));
+        self.map_lhs.borrow_mut().insert(obj_ptr(lhs) as usize, at);
+        self.map_rhs.borrow_mut().insert(obj_ptr(rhs) as usize, at);
     }
 
     /// The DAG and free-variable bookkeeping after the fields compared `fields_ok`.
@@ -646,7 +648,14 @@ impl Comparer {
             &self.map_rhs
         };
         match table.borrow().get(&(obj_ptr(key) as usize)) {
-            Some((_, mapped)) => mapped.clone(),
+            Some(&at) => {
+                let pair = &self.bound.borrow()[at];
+                if lhs_side {
+                    pair.1.clone()
+                } else {
+                    pair.0.clone()
+                }
+            }
             None => key.clone(),
         }
     }
