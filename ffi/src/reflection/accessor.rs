@@ -200,6 +200,45 @@ unsafe extern "C" fn get_any(field: *mut c_void, out: *mut TVMFFIAny) -> c_int {
     }
 }
 
+/// A cell whose reads the structural walks do in place (`structural::WalkField::get`), found
+/// by its getter being one of ours.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InPlace {
+    /// `get_object`
+    Object,
+    /// `get_i64`
+    I64,
+}
+
+/// The in-place read of the cells `getter` reads, when it is one of ours that has one.
+pub(crate) fn in_place(
+    getter: unsafe extern "C" fn(*mut c_void, *mut TVMFFIAny) -> c_int,
+) -> Option<InPlace> {
+    type Getter = unsafe extern "C" fn(*mut c_void, *mut TVMFFIAny) -> c_int;
+    let (object, int): (Getter, Getter) = (get_object, get_i64);
+    if getter as usize == object as usize {
+        Some(InPlace::Object)
+    } else if getter as usize == int as usize {
+        Some(InPlace::I64)
+    } else {
+        None
+    }
+}
+
+/// Reads an object cell as `get_object` does.
+///
+/// # Safety
+/// `field` must be the nullable object pointer cell of a live object.
+#[inline(always)]
+pub(crate) unsafe fn read_object_cell(field: *const c_void) -> Any {
+    // SAFETY: per the caller.
+    match NonNull::new(unsafe { *(field as *const *mut TVMFFIObject) }) {
+        None => Any::none(),
+        // SAFETY: a live object the cell holds a reference to.
+        Some(p) => Any::from(unsafe { ObjectRef::from_raw_borrowed(p.cast::<Object>()) }),
+    }
+}
+
 /// Object cells: None for NULL, else a new reference typed by the object's own index.
 unsafe extern "C" fn get_object(field: *mut c_void, out: *mut TVMFFIAny) -> c_int {
     // SAFETY: the cell is a nullable object pointer of a live object.

@@ -8,7 +8,7 @@
 //! code (the official testing library, Python's `@py_class`) is created, initialised and printed
 //! exactly like one of ours.
 
-mod accessor;
+pub(crate) mod accessor;
 mod def;
 mod init;
 mod pyclass;

@@ -163,11 +163,16 @@ pub struct TypeFacts {
     field_count: usize,
 }
 
+use crate::reflection::accessor::InPlace;
+
 /// A field as the walks read it.
 pub struct WalkField {
     pub field: FieldRef,
     getter: TVMFFIFieldGetter,
     offset: isize,
+    /// The getter is one of this library's that the walk can do in place, without the call
+    /// (a tenth of comparing a tree of reflected objects went to the calls).
+    in_place: Option<InPlace>,
     /// The definition region the field asks for (`field_region` of its flags).
     pub region: Option<i32>,
 }
@@ -179,6 +184,19 @@ impl WalkField {
     /// `obj` must be a live object of a type that has the field.
     #[inline]
     pub unsafe fn get(&self, obj: *mut TVMFFIObject) -> Result<Any> {
+        // SAFETY: per the caller, `offset` lies inside the live object.
+        let cell = unsafe { (obj as *const u8).offset(self.offset) };
+        match self.in_place {
+            Some(InPlace::Object) => {
+                // SAFETY: the getter says the cell is an object cell.
+                return Ok(unsafe { crate::reflection::accessor::read_object_cell(cell.cast()) });
+            }
+            Some(InPlace::I64) => {
+                // SAFETY: the getter says the cell is an int64.
+                return Ok(Any::from(unsafe { *(cell as *const i64) }));
+            }
+            None => {}
+        }
         let Some(getter) = self.getter else {
             // SAFETY: per the caller.
             return unsafe { get_field(obj, self.field) };
@@ -262,6 +280,7 @@ fn make_facts(entry: &type_table::TypeEntry, ti: i32, count: usize) -> Result<Ty
                 field,
                 getter: info.getter,
                 offset: info.offset as isize,
+                in_place: info.getter.and_then(crate::reflection::accessor::in_place),
                 region: field_region(info.flags),
             });
         }
