@@ -241,13 +241,14 @@ pub(crate) unsafe fn read_object_cell(field: *const c_void) -> Any {
 
 /// Object cells: None for NULL, else a new reference typed by the object's own index.
 unsafe extern "C" fn get_object(field: *mut c_void, out: *mut TVMFFIAny) -> c_int {
-    // SAFETY: the cell is a nullable object pointer of a live object.
-    unsafe {
-        read(field, out, |p: *mut TVMFFIObject| match NonNull::new(p) {
-            None => Any::none(),
-            Some(p) => Any::from(ObjectRef::from_raw_borrowed(p.cast::<Object>())),
-        })
+    if field.is_null() || out.is_null() {
+        set_raised(null_args("field getter"));
+        return -1;
     }
+    // SAFETY: the cell is a nullable object pointer of a live object; `out` a writable slot
+    // (None before: nothing to release).
+    unsafe { *out = read_object_cell(field).into_raw() };
+    0
 }
 
 /// Replaces the value of type `T` at `field`, dropping the old one after the write.

@@ -19,6 +19,7 @@ use crate::any::Any;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::map_base::{clone_raw, MapBase, RawMap};
+use crate::reflection::accessor::InPlace;
 use crate::reflection::FieldRef;
 use crate::seq::SeqObj;
 use crate::type_table;
@@ -162,8 +163,6 @@ pub struct TypeFacts {
     /// ever appended, so another count means another list.
     field_count: usize,
 }
-
-use crate::reflection::accessor::InPlace;
 
 /// A field as the walks read it.
 pub struct WalkField {
