@@ -40,6 +40,18 @@ pub fn structural_equal(
     map_free_vars: bool,
     skip_tensor_content: bool,
 ) -> Result<bool> {
+    structural_equal_values(lhs.clone(), rhs.clone(), map_free_vars, skip_tensor_content)
+}
+
+/// `structural_equal` of values the caller gives up: the walk's first frame keeps them, with
+/// no reference counting of its own (`ffi.StructuralEqual`'s arguments; a tenth of comparing
+/// two small objects went to the roots' counts).
+pub fn structural_equal_values(
+    lhs: Any,
+    rhs: Any,
+    map_free_vars: bool,
+    skip_tensor_content: bool,
+) -> Result<bool> {
     Comparer::new(map_free_vars, skip_tensor_content, false).run(lhs, rhs)
 }
 
@@ -52,7 +64,7 @@ pub fn first_mismatch(
     skip_tensor_content: bool,
 ) -> Result<Option<(Vec<PathStep>, Vec<PathStep>)>> {
     let c = Comparer::new(map_free_vars, skip_tensor_content, true);
-    if c.run(lhs, rhs)? {
+    if c.run(lhs.clone(), rhs.clone())? {
         return Ok(None);
     }
     let (mut l, mut r) = c.paths.take().unwrap_or_default();
@@ -235,13 +247,13 @@ impl Comparer {
         }
     }
 
-    fn run(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
+    fn run(&self, lhs: Any, rhs: Any) -> Result<bool> {
         let r = self.compare_any(lhs, rhs);
         self.callback.finish();
         r
     }
 
-    fn compare_any(&self, lhs: &Any, rhs: &Any) -> Result<bool> {
+    fn compare_any(&self, lhs: Any, rhs: Any) -> Result<bool> {
         let mut stack = FrameStack::new();
         let r = self.walk(lhs, rhs, &mut stack);
         if r.is_err() {
@@ -258,8 +270,8 @@ impl Comparer {
         r
     }
 
-    fn walk(&self, lhs: &Any, rhs: &Any, stack: &mut FrameStack<Frame>) -> Result<bool> {
-        let mut result = match self.begin(lhs.clone(), rhs.clone())? {
+    fn walk(&self, lhs: Any, rhs: Any, stack: &mut FrameStack<Frame>) -> Result<bool> {
+        let mut result = match self.begin(lhs, rhs)? {
             Step::Done(b) => return Ok(b),
             Step::Push(f) => {
                 stack.push(f);
@@ -917,7 +929,7 @@ impl Comparer {
             })? as i32;
             super::stack::check("StructuralEqual")?;
             let saved = push_region(&c.region, kind);
-            let ok = c.compare_any(&l.to_owned()?, &r.to_owned()?);
+            let ok = c.compare_any(l.to_owned()?, r.to_owned()?);
             c.region.set(saved);
             let ok = ok?;
             if !ok && c.tracing() {

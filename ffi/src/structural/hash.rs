@@ -24,6 +24,16 @@ static S_HASH_COLUMN: crate::type_table::ColumnCache = crate::type_table::Column
 
 /// The structural hash of `value` (the official `uint64` bits).
 pub fn structural_hash(value: &Any, map_free_vars: bool, skip_tensor_content: bool) -> Result<u64> {
+    structural_hash_value(value.clone(), map_free_vars, skip_tensor_content)
+}
+
+/// `structural_hash` of a value the caller gives up: the walk's first frame keeps it, with no
+/// reference counting of its own (`ffi.StructuralHash`'s argument).
+pub fn structural_hash_value(
+    value: Any,
+    map_free_vars: bool,
+    skip_tensor_content: bool,
+) -> Result<u64> {
     let hasher = Hasher {
         region: Cell::new(if map_free_vars {
             kTVMFFIDefRegionKindPattern
@@ -154,7 +164,7 @@ fn obj_ptr(v: &Any) -> *mut TVMFFIObject {
 }
 
 impl Hasher {
-    fn hash_any(&self, root: &Any) -> Result<u64> {
+    fn hash_any(&self, root: Any) -> Result<u64> {
         let mut stack = FrameStack::new();
         let r = self.walk(root, &mut stack);
         if r.is_err() {
@@ -170,8 +180,8 @@ impl Hasher {
         r
     }
 
-    fn walk(&self, root: &Any, stack: &mut FrameStack<Frame>) -> Result<u64> {
-        let mut result = match self.begin(root.clone())? {
+    fn walk(&self, root: Any, stack: &mut FrameStack<Frame>) -> Result<u64> {
+        let mut result = match self.begin(root)? {
             Step::Done(h) => return Ok(h),
             Step::Push(f) => {
                 stack.push(f);
@@ -658,7 +668,7 @@ impl Hasher {
                 let (val, init, kind) = callback_args(args)?;
                 super::stack::check("StructuralHash")?;
                 let saved = push_region(&h.region, kind);
-                let r = h.hash_any(&val);
+                let r = h.hash_any(val);
                 h.region.set(saved);
                 Ok(Any::from(stable_hash_combine(init, r?) as i64))
             })

@@ -18,7 +18,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "StructuralEqual(lhs, rhs, map_free_vars, skip_tensor_content): structural equality \
          (containers by content, reflected objects by their structural kind and fields).",
         |lhs: Any, rhs: Any, map_free_vars: bool, skip_tensor_content: bool| -> Result<bool> {
-            equal::structural_equal(&lhs, &rhs, map_free_vars, skip_tensor_content)
+            equal::structural_equal_values(lhs, rhs, map_free_vars, skip_tensor_content)
         },
     );
     r.typed(
@@ -26,7 +26,7 @@ pub(super) fn register(r: &mut Registrar<'_>) {
         "StructuralHash(value, map_free_vars, skip_tensor_content): the structural hash \
          (uint64 bits as int), consistent with StructuralEqual.",
         |value: Any, map_free_vars: bool, skip_tensor_content: bool| -> Result<i64> {
-            hash::structural_hash(&value, map_free_vars, skip_tensor_content).map(|h| h as i64)
+            hash::structural_hash_value(value, map_free_vars, skip_tensor_content).map(|h| h as i64)
         },
     );
     r.typed(
