@@ -215,6 +215,17 @@ CASE("sh.dag") {
   Any a0 = Dag(1, 2);
   return Array<Any>({SH(Dag(a0, a0)), SH(Dag(Dag(1, 2), Dag(1, 2))), SH(Array<Any>({a0, a0, Dag(3, 4)}))});
 });
+CASE("sh.dag.shared_past_the_inline_memo") {
+  // The walk keeps its first finished objects in place and the rest in a map: a node shared
+  // across that switch, and one shared after it.
+  Any a0 = Dag(1, 2), b0 = Dag(7, 8);
+  Array<Any> items({a0});
+  for (int i = 0; i < 12; ++i) items.push_back(Dag(i, i + 1));
+  items.push_back(a0);
+  items.push_back(b0);
+  items.push_back(Dag(b0, a0));
+  return SH(items);
+});
 CASE("se.const_tree") { return Both(Const(3), Const(3)); });
 CASE("se.const_tree_ne") { return Both(Const(3), Const(4)); });
 CASE("se.unique") { return Both(Unique(3), Unique(3)); });

@@ -4,7 +4,8 @@
 //! values), tensor content, and the `__s_hash__` hook with its callback.
 
 use std::cell::{Cell, RefCell};
-use std::mem::ManuallyDrop;
+
+use std::mem::{ManuallyDrop, MaybeUninit};
 
 use super::{
     catch_up, hook_in, key_hash_of, map_for_each, push_region, tensor_parts, type_facts, Buffers,
@@ -43,7 +44,7 @@ pub fn structural_hash_value(
         skip_tensor_content,
         free_var_counter: Cell::new(0),
         graph_node_counter: Cell::new(0),
-        memo: RefCell::new(PtrMap::default()),
+        memo: RefCell::new(Memo::default()),
         active: RefCell::new(PtrSet::default()),
         depth: Cell::new(0),
         hooks_run: Cell::new(0),
@@ -57,6 +58,82 @@ pub fn structural_hash_value(
     result
 }
 
+/// Finished objects in the first `MEMO_INLINE` kept in place.
+const MEMO_INLINE: usize = 8;
+
+/// Finished objects and their hashes, each kept alive so that its address stays unique. The
+/// first `MEMO_INLINE` are kept in place, searched in order: a small walk (one call hashing a
+/// few objects) allocated and regrew a map for them, and dropped it, 13% of hashing a
+/// 5-object value. The ninth moves them all into the map. The slots start uninitialised: a
+/// walk of no object at all (`structural_hash(5)`) paid for filling and dropping them.
+struct Memo {
+    /// Slots `..len.min(MEMO_INLINE)` hold entries while `len <= MEMO_INLINE`.
+    small: [MaybeUninit<(usize, u64, Any)>; MEMO_INLINE],
+    len: usize,
+    map: PtrMap<usize, (Any, u64)>,
+}
+
+impl Default for Memo {
+    fn default() -> Self {
+        Memo {
+            small: [const { MaybeUninit::uninit() }; MEMO_INLINE],
+            len: 0,
+            map: PtrMap::default(),
+        }
+    }
+}
+
+impl Memo {
+    /// The entries kept in place.
+    #[inline]
+    fn slots(&self) -> &[(usize, u64, Any)] {
+        let n = if self.len <= MEMO_INLINE { self.len } else { 0 };
+        // SAFETY: the first `n` slots are initialised (see `small`).
+        unsafe { std::slice::from_raw_parts(self.small.as_ptr().cast(), n) }
+    }
+
+    /// The hash of object `obj`, when it was finished.
+    #[inline]
+    fn get(&self, obj: usize) -> Option<u64> {
+        if self.len <= MEMO_INLINE {
+            self.slots().iter().find(|e| e.0 == obj).map(|e| e.1)
+        } else {
+            self.map.get(&obj).map(|e| e.1)
+        }
+    }
+
+    /// Keeps object value `v`, finished with hash `h`.
+    fn insert(&mut self, v: &Any, h: u64) {
+        let obj = obj_ptr(v) as usize;
+        if self.len < MEMO_INLINE {
+            self.small[self.len].write((obj, h, v.clone()));
+            self.len += 1;
+            return;
+        }
+        if self.len == MEMO_INLINE {
+            // (len first: should the map's growth panic, the moved entries are not dropped
+            // twice)
+            self.len += 1;
+            for slot in &self.small {
+                // SAFETY: the slots were initialised, and are read out once (len is past them).
+                let (o, hh, keep) = unsafe { slot.assume_init_read() };
+                self.map.insert(o, (keep, hh));
+            }
+        }
+        self.map.insert(obj, (v.clone(), h));
+    }
+}
+
+impl Drop for Memo {
+    fn drop(&mut self) {
+        let n = if self.len <= MEMO_INLINE { self.len } else { 0 };
+        for slot in &mut self.small[..n] {
+            // SAFETY: an initialised slot, dropped once.
+            unsafe { slot.assume_init_drop() };
+        }
+    }
+}
+
 struct Hasher {
     /// `type_table::layout_generation()` when the walk began.
     generation: u64,
@@ -65,7 +142,7 @@ struct Hasher {
     free_var_counter: Cell<u32>,
     graph_node_counter: Cell<u32>,
     /// Finished objects (kept alive so their addresses stay unique) and their hashes.
-    memo: RefCell<PtrMap<usize, (Any, u64)>>,
+    memo: RefCell<Memo>,
     /// Containers and objects on the current path (beyond `SHALLOW_PATH`), and the path length.
     active: RefCell<PtrSet<usize>>,
     depth: Cell<usize>,
@@ -445,11 +522,7 @@ impl Hasher {
                 Some(stable_hash_combine(ti as u64, stable_hash_bytes(bytes)))
             }
             kTVMFFIBigInt => Some(bigint_hash(obj_ptr(k))),
-            _ => self
-                .memo
-                .borrow()
-                .get(&(obj_ptr(k) as usize))
-                .map(|(_, h)| *h),
+            _ => self.memo.borrow().get(obj_ptr(k) as usize),
         }
     }
 
@@ -459,8 +532,8 @@ impl Hasher {
         let ti = unsafe { (*obj).type_index };
         let facts = type_facts(ti)?;
         let kind = facts.kind;
-        if let Some((_, h)) = self.memo.borrow().get(&(obj as usize)) {
-            return Ok(Step::Done(*h));
+        if let Some(h) = self.memo.borrow().get(obj as usize) {
+            return Ok(Step::Done(h));
         }
         self.enter(&v)?;
         let free_var_saved = (kind == kTVMFFISEqHashKindFreeVar).then(|| {
@@ -525,7 +598,7 @@ impl Hasher {
             h = stable_hash_combine(h, n as u64);
         }
         self.leave(obj as usize);
-        self.memo.borrow_mut().insert(obj as usize, (v.clone(), h));
+        self.memo.borrow_mut().insert(v, h);
         h
     }
 
