@@ -35,6 +35,10 @@ pub fn structural_hash_value(
     map_free_vars: bool,
     skip_tensor_content: bool,
 ) -> Result<u64> {
+    if let Some(h) = Hasher::leaf(&value) {
+        // (what the walk's first step gives a leaf, without making the walker)
+        return Ok(h);
+    }
     let hasher = Hasher {
         region: Cell::new(if map_free_vars {
             kTVMFFIDefRegionKindPattern
