@@ -23,7 +23,7 @@ use crate::function::{call_raw, Function};
 use crate::hash::{stable_hash_bytes, stable_hash_combine};
 use crate::list::{List, ListObj};
 use crate::map::{Dict, DictObj, Map, MapObj};
-use crate::reflection::{all_fields, type_info, type_key, FieldRef};
+use crate::reflection::{fields, type_info, type_key, FieldRef};
 use crate::shape::ShapeObj;
 use crate::structural::WalkRef;
 use crate::type_table;
@@ -122,7 +122,7 @@ fn fields_with_values(obj: *mut TVMFFIObject, skip: i64) -> Result<(Vec<FieldRef
     let info = type_info(unsafe { (*obj).type_index })?;
     let mut refs = Vec::new();
     let mut values = Vec::new();
-    for f in all_fields(info) {
+    for f in fields(info) {
         if f.flags() & skip != 0 {
             continue;
         }

@@ -202,12 +202,19 @@ pub fn type_key(info: &TVMFFITypeInfo) -> &str {
 
 /// Every field of a type: its ancestors' (root excluded, parents first), then its own.
 pub fn all_fields(info: &TVMFFITypeInfo) -> Vec<FieldRef> {
-    let mut out = Vec::new();
+    fields(info).collect()
+}
+
+/// The fields `all_fields` lists, without making the list (a Python-class object's deleter and
+/// shallow copy allocated one per object): the count is read first, so that a field registered
+/// while the caller iterates is not seen, as with the list.
+pub fn fields(info: &TVMFFITypeInfo) -> impl Iterator<Item = FieldRef> {
     let mut cursor = FieldCursor::new(info);
-    while let Some(f) = cursor.next_field() {
-        out.push(f);
-    }
-    out
+    let n = {
+        let mut c = cursor;
+        std::iter::from_fn(move || c.next_field()).count()
+    };
+    std::iter::from_fn(move || cursor.next_field()).take(n)
 }
 
 /// The fields `all_fields` lists, read one at a time from the type table (no list is made, and

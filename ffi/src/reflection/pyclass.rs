@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
 use super::accessor::write_field_value;
-use super::{all_fields, make_init, type_info, type_key, FieldRef};
+use super::{fields, make_init, type_info, type_key, FieldRef};
 use crate::abi::*;
 use crate::any::Any;
 use crate::error::{fetch_raised, Error, Result};
@@ -51,7 +51,7 @@ unsafe extern "C" fn py_class_deleter(obj: *mut c_void, flags: c_int) {
         // SAFETY: the header of the object being destroyed.
         let ti = unsafe { (*header).type_index };
         if let Ok(info) = type_info(ti) {
-            for f in all_fields(info) {
+            for f in fields(info) {
                 // SAFETY: the field lies inside this object; each cell is released once.
                 unsafe {
                     let addr = (obj as *mut u8).offset(f.info().offset as isize);
@@ -144,7 +144,7 @@ pub unsafe fn register_py_class_attrs(type_index: i32, total_size: i32) -> Resul
             ))
         })?;
         let dst = alloc_py_object(type_index, size)?;
-        for f in all_fields(type_info(type_index)?) {
+        for f in fields(type_info(type_index)?) {
             let off = f.info().offset as isize;
             let n = f.info().size.max(0) as usize;
             // SAFETY: both objects have this type's layout; the destination cell is zero.
