@@ -10,7 +10,6 @@
 //! their children, and any reference to one still being built is patched in a final pass.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::abi::*;
@@ -25,7 +24,7 @@ use crate::list::{List, ListObj};
 use crate::map::{Dict, DictObj, Map, MapObj};
 use crate::reflection::{fields, type_info, type_key, FieldRef};
 use crate::shape::ShapeObj;
-use crate::structural::WalkRef;
+use crate::structural::{PtrMap, PtrSet, WalkRef};
 use crate::type_table;
 
 /// Objects deeper than this are refused rather than exhausting memory.
@@ -175,8 +174,8 @@ struct HashFrame {
 }
 
 struct Hasher {
-    on_stack: RefCell<HashSet<usize>>,
-    memo: RefCell<HashMap<usize, u64>>,
+    on_stack: RefCell<PtrSet<usize>>,
+    memo: RefCell<PtrMap<usize, u64>>,
     stack: RefCell<Vec<HashFrame>>,
     /// Objects whose `__ffi_hash__` hooks are running, this walk's and those of the walk it
     /// was seeded from (see `Hasher::seeded`).
@@ -225,8 +224,8 @@ fn hash_pod(v: &TVMFFIAny) -> u64 {
 impl Hasher {
     fn new() -> Self {
         Hasher {
-            on_stack: RefCell::new(HashSet::new()),
-            memo: RefCell::new(HashMap::new()),
+            on_stack: RefCell::new(PtrSet::default()),
+            memo: RefCell::new(PtrMap::default()),
             stack: RefCell::new(Vec::new()),
             hooks: RefCell::new(Vec::new()),
         }
@@ -431,7 +430,7 @@ struct CmpFrame {
 
 struct Comparer {
     eq_only: bool,
-    on_stack: RefCell<HashSet<(usize, usize)>>,
+    on_stack: RefCell<PtrSet<(usize, usize)>>,
     stack: RefCell<Vec<CmpFrame>>,
     /// Pairs whose `__ffi_eq__` / `__ffi_compare__` hooks are running (see `Hasher::hooks`).
     hooks: RefCell<Vec<(usize, usize)>>,
@@ -451,7 +450,7 @@ impl Comparer {
     fn new(eq_only: bool) -> Self {
         Comparer {
             eq_only,
-            on_stack: RefCell::new(HashSet::new()),
+            on_stack: RefCell::new(PtrSet::default()),
             stack: RefCell::new(Vec::new()),
             hooks: RefCell::new(Vec::new()),
         }
@@ -805,8 +804,8 @@ struct CopyFrame {
 
 #[derive(Default)]
 struct Copier {
-    copies: HashMap<usize, Any>,
-    building: HashSet<usize>,
+    copies: PtrMap<usize, Any>,
+    building: PtrSet<usize>,
     deferred: bool,
     stack: Vec<CopyFrame>,
 }
