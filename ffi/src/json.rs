@@ -8,7 +8,6 @@
 //! go through the C library's `strtoll`/`strtod`/`snprintf`, exactly the functions whose edge
 //! cases (overflow to double, `ERANGE`, `%.17g`) define the official text.
 
-use std::collections::HashSet;
 use std::ffi::CStr;
 
 use crate::abi::*;
@@ -461,7 +460,7 @@ pub fn stringify(value: AnyView<'_>, indent: i32) -> Result<Vec<u8>> {
         out: Vec::new(),
         indent: indent as i64,
         total: 0,
-        active_lists: HashSet::new(),
+        active_lists: Default::default(),
     }
     .run(value)
 }
@@ -537,7 +536,7 @@ struct Writer {
     out: Vec<u8>,
     indent: i64,
     total: i64,
-    active_lists: HashSet<usize>,
+    active_lists: crate::structural::PtrSet<usize>,
 }
 
 impl Writer {

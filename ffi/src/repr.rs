@@ -11,7 +11,6 @@
 
 use crate::structural::WalkRef;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::c_char;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -70,7 +69,7 @@ struct Frame {
 
 struct Printer {
     show_addr: bool,
-    state: RefCell<HashMap<usize, Visit>>,
+    state: RefCell<crate::structural::PtrMap<usize, Visit>>,
     stack: RefCell<Vec<Frame>>,
     /// Objects whose `__ffi_repr__` hooks are running (innermost last), this printer's and
     /// those of the printer it was seeded from (see `seeded`).
@@ -251,7 +250,7 @@ impl Printer {
     fn new(show_addr: bool) -> Printer {
         Printer {
             show_addr,
-            state: RefCell::new(HashMap::new()),
+            state: RefCell::new(Default::default()),
             stack: RefCell::new(Vec::new()),
             arenas: RefCell::new(Vec::new()),
             hooks: RefCell::new(Vec::new()),
