@@ -66,7 +66,7 @@ Base.:(==)(t::Union{Tuple,AbstractVector}, s::TVMShape) = s == t
 Base.isequal(s::TVMShape, t::AbstractVector) = false
 Base.isequal(t::AbstractVector, s::TVMShape) = false
 Base.show(io::IO, s::TVMShape) =
-    s.handle == C_NULL ? print(io, "TVMShape(<released>)") : print(io, "TVMShape(", Tuple(s), ")")
+    _released(s) ? print(io, "TVMShape(<released>)") : print(io, "TVMShape(", Tuple(s), ")")
 
 # --- ffi.Array / ffi.List --------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ Base.eltype(::Type{<:_Seq}) = Any
 Base.firstindex(::_Seq) = 1
 Base.lastindex(a::_Seq) = length(a)
 Base.collect(a::_Seq) = Any[x for x in a]
-Base.show(io::IO, a::_Seq) = a.handle == C_NULL ? print(io, nameof(typeof(a)), "(<released>)") :
+Base.show(io::IO, a::_Seq) = _released(a) ? print(io, nameof(typeof(a)), "(<released>)") :
     print(io, nameof(typeof(a)), "(", repr(collect(a)), ")")
 
 function Base.setindex!(l::TVMList, v, i::Integer)
@@ -280,7 +280,7 @@ end
 Base.keys(m::_AnyMap) = Any[first(p) for p in m]
 Base.values(m::_AnyMap) = Any[last(p) for p in m]
 Base.Dict(m::_AnyMap) = Dict{Any,Any}(p for p in m)
-Base.show(io::IO, m::_AnyMap) = m.handle == C_NULL ? print(io, nameof(typeof(m)), "(<released>)") :
+Base.show(io::IO, m::_AnyMap) = _released(m) ? print(io, nameof(typeof(m)), "(<released>)") :
     print(io, nameof(typeof(m)), "(", join((string(repr(k), " => ", repr(v)) for (k, v) in m), ", "), ")")
 
 Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, _owned_elem(k), _owned_elem(v)); d)

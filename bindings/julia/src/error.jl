@@ -20,15 +20,16 @@ mutable struct TVMError <: Exception
     message::String
     backtrace::String
     handle::Ptr{Cvoid}  # owned ffi.Error, or C_NULL for errors made in Julia
+    pins::UInt          # calls holding it, and the released bit (object.jl, _pin!)
 
     function TVMError(kind::AbstractString, message::AbstractString; backtrace::AbstractString = "")
-        return new(String(kind), String(message), String(backtrace), C_NULL)
+        return new(String(kind), String(message), String(backtrace), C_NULL, UInt(0))
     end
     function TVMError(handle::Ptr{Cvoid}; borrowed::Bool)
         handle == C_NULL && throw(ArgumentError("TVMError: NULL handle"))
         cell = unsafe_load(Ptr{LibAnyFFI.TVMFFIErrorCell}(handle + LibAnyFFI.OBJECT_HEADER_SIZE))
         borrowed && TVMFFIObjectIncRef(handle)
-        e = new(_string(cell.kind), _string(cell.message), _string(cell.backtrace), handle)
+        e = new(_string(cell.kind), _string(cell.message), _string(cell.backtrace), handle, UInt(0))
         return finalizer(_release_handle!, e)
     end
 end
@@ -167,13 +168,20 @@ function _raise_julia_exception(e, bt)
     return
 end
 
-# Handle of a TVMError as an object to pass to C (+1 new one made when it has none).
+# Handle of a TVMError as an object to pass to C (+1 new one made when it has none; one
+# compare-and-swap, so two threads passing a new error at once do not both install one).
+# A released error has none to pass (`release!`: unusable after).
 function _error_handle!(e::TVMError)
-    if e.handle == C_NULL
-        h = _new_error_handle(e.kind, e.message, e.backtrace)
-        h == C_NULL && throw(TVMError("InternalError", "TVMFFIErrorCreate failed"))
-        e.handle = h
-        finalizer(_release_handle!, e)
+    h = e.handle
+    h == C_NULL || return h
+    e.pins & _RELEASED == 0 || throw(_released_error(e))
+    h = _new_error_handle(e.kind, e.message, e.backtrace)
+    h == C_NULL && throw(TVMError("InternalError", "TVMFFIErrorCreate failed"))
+    old = GC.@preserve e _atomic_cas!(_field_ptr(e, Val(:handle)), UInt(0), UInt(h))
+    if old != 0  # another thread's came first
+        TVMFFIObjectDecRef(h)
+        return Ptr{Cvoid}(old)
     end
-    return e.handle
+    finalizer(_release_handle!, e)
+    return h
 end

@@ -42,7 +42,7 @@ function TVMFunction(f)
 end
 
 function Base.show(io::IO, f::TVMFunction)
-    f.handle == C_NULL ? print(io, "TVMFunction(<released>)") :
+    _released(f) ? print(io, "TVMFunction(<released>)") :
         print(io, "TVMFunction(@ ", repr(UInt(f.handle)), ")")
 end
 
@@ -112,6 +112,7 @@ end
     conv = map(_arg, args)
     argv = Ref(map(first, conv))
     keeps = map(last, conv)
+    _pin_keeps(keeps)
     map(_register_view, keeps)  # (unrolled: `foreach` over a tuple of mixed keeps boxes them)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
@@ -121,7 +122,8 @@ end
 end
 
 @inline _release_keeps(keeps) = foreach(_release_keep, keeps)
-@inline _release_keeps(keeps::Tuple) = (map(_release_keep, keeps); nothing)
+@inline _release_keeps(keeps::Tuple{}) = nothing
+@inline _release_keeps(keeps::Tuple) = (_release_keep(first(keeps)); _release_keeps(Base.tail(keeps)))
 
 # The result of a call (error code `rc`, result slot `r`) as a Julia value; the call's
 # temporaries `keeps` are released either way.
@@ -163,7 +165,8 @@ end
 end
 
 # The arguments of a call as vectors of views and of what keeps them valid (calls too long for
-# a stack tuple, and `call_any`); on a failure, earlier temporaries go to their finalizers.
+# a stack tuple, and `call_any`), objects pinned; on a failure, earlier temporaries go to their
+# finalizers.
 function _arg_vectors(args::Tuple)
     n = length(args)
     anys = Vector{TVMFFIAny}(undef, n)
@@ -171,6 +174,7 @@ function _arg_vectors(args::Tuple)
     for i in 1:n
         anys[i], keeps[i] = _arg(args[i])
     end
+    _pin_keeps(keeps)
     return anys, keeps
 end
 

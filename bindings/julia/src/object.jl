@@ -6,7 +6,8 @@
 #                     TVMFFIFunctionGetGlobal, TVMFFIErrorMoveFromRaised)
 #   borrowed = true   someone else keeps theirs; we IncRef      (callback arguments, container
 #                     elements, fields read in place)
-# The finalizer is one DecRef and nothing else (no printing, no locks, no allocation).
+# The finalizer gives the reference back (one DecRef, deferred to the last call holding the
+# object, see _pin!) and nothing else (no printing, no locks, no allocation).
 
 """
     AbstractTVMObject
@@ -17,33 +18,92 @@ one strong reference in its `handle` field, released by its finalizer.
 """
 abstract type AbstractTVMObject end
 
-# The only thing finalizers do: give our reference back.
-# Takes the handle out of `x` in one atomic exchange: `release!` on two threads at once, or
-# `release!` racing the finalizer, gave the reference back twice with a read and a store
-# (session 21 audit). A lock would not do: finalizers may not take locks.
-@inline function _take_handle!(x)::Ptr{Cvoid}
-    T = typeof(x)
-    GC.@preserve x begin
-        p = Ptr{UInt}(pointer_from_objref(x) + fieldoffset(T, Base.fieldindex(T, :handle)))
-        old = Base.llvmcall("""
-            %ptr = inttoptr i64 %0 to i64*
-            %old = atomicrmw xchg i64* %ptr, i64 0 acq_rel
-            ret i64 %old
-            """, UInt, Tuple{Ptr{UInt}}, p)
-    end
-    return Ptr{Cvoid}(old)
-end
+# The only thing finalizers do: give our reference back, now or (while calls on other threads
+# pass the object) when the last of those calls returns.
+#
+# Calls hold the wrapper's reference for their duration ("pins"): `finalize(t)` or `release!(t)`
+# on one thread while another thread's call passes `t` gave the reference back under the call,
+# which then used a freed object (session 21 audit). Every wrapper has a `pins` word: bit 63
+# says released, the low bits count the calls in flight. A call pins each object argument
+# after converting it (`_pin!`, one atomic add) and unpins it when its keeps are released (one
+# atomic sub); `release!` sets the released bit (one atomic or) and gives the reference back
+# only if no call holds the object; otherwise the last unpin does. Exactly one party sees the
+# word become "released, no pins", and the handle is taken out with one atomic exchange
+# besides, so the reference goes back once. A pin that finds the object released undoes itself
+# and fails: the call raises "object was released". An IncRef per argument (what the Python
+# binding does under the GIL) would not be sound here: with no GIL, the object can be freed
+# between reading the handle and the IncRef. Atomics only: finalizers may not take locks.
+const _RELEASED = UInt(1) << 63
 
-function _release_handle!(x)
+# (generated: Julia 1.5 computed `fieldoffset(T, fieldindex(T, f))` with two C calls each time)
+@generated _field_offset(::T, ::Val{f}) where {T,f} = UInt(fieldoffset(T, Base.fieldindex(T, f)))
+@inline _field_ptr(x, v::Val) = Ptr{UInt}(pointer_from_objref(x) + _field_offset(x, v))
+
+@inline _atomic_xchg!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
+    %ptr = inttoptr i64 %0 to i64*
+    %old = atomicrmw xchg i64* %ptr, i64 %1 acq_rel
+    ret i64 %old
+    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
+@inline _atomic_add!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
+    %ptr = inttoptr i64 %0 to i64*
+    %old = atomicrmw add i64* %ptr, i64 %1 acq_rel
+    ret i64 %old
+    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
+@inline _atomic_sub!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
+    %ptr = inttoptr i64 %0 to i64*
+    %old = atomicrmw sub i64* %ptr, i64 %1 acq_rel
+    ret i64 %old
+    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
+@inline _atomic_or!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
+    %ptr = inttoptr i64 %0 to i64*
+    %old = atomicrmw or i64* %ptr, i64 %1 acq_rel
+    ret i64 %old
+    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
+
+@inline _atomic_cas!(p::Ptr{UInt}, cmp::UInt, new::UInt) = Base.llvmcall("""
+    %ptr = inttoptr i64 %0 to i64*
+    %r = cmpxchg i64* %ptr, i64 %1, i64 %2 acq_rel acquire
+    %old = extractvalue { i64, i1 } %r, 0
+    ret i64 %old
+    """, UInt, Tuple{Ptr{UInt},UInt,UInt}, p, cmp, new)
+
+# Takes the handle out of `x` in one atomic exchange (a read and a store gave a reference back
+# twice when two threads released one wrapper; session 21 audit).
+@inline _take_handle!(x)::Ptr{Cvoid} =
+    GC.@preserve x Ptr{Cvoid}(_atomic_xchg!(_field_ptr(x, Val(:handle)), UInt(0)))
+
+# Give the reference back (only once the released bit is set and no call holds it).
+@inline function _give_back!(x)
     h = _take_handle!(x)
     h != C_NULL && TVMFFIObjectDecRef(h)
     return nothing
 end
 
+function _release_handle!(x)
+    old = GC.@preserve x _atomic_or!(_field_ptr(x, Val(:pins)), _RELEASED)
+    old == 0 && _give_back!(x)  # not released before, and no call holds it
+    return nothing
+end
+
+# A call's hold on an object argument: false (and nothing held) when it was released.
+@inline function _pin!(x)::Bool
+    old = GC.@preserve x _atomic_add!(_field_ptr(x, Val(:pins)), UInt(1))
+    old & _RELEASED == 0 && return true
+    _unpin!(x)
+    return false
+end
+@inline function _unpin!(x)
+    old = GC.@preserve x _atomic_sub!(_field_ptr(x, Val(:pins)), UInt(1))
+    old == _RELEASED | UInt(1) && _give_back!(x)  # released while held, and ours was the last hold
+    return nothing
+end
+_released(x) = getfield(x, :pins) & _RELEASED != 0 || x.handle == C_NULL
+
 """
     release!(x)
 
 Give an object's reference back now instead of at garbage collection; `x` is unusable after.
+Calls already running on other threads with `x` as an argument keep it until they return.
 """
 release!(x::Union{AbstractTVMObject,TVMError}) = _release_handle!(x)
 
@@ -55,10 +115,11 @@ objects, `ffi.OpaquePyObject`, user types).
 """
 mutable struct TVMObject <: AbstractTVMObject
     handle::Ptr{Cvoid}
+    pins::UInt  # calls holding it, and the released bit (see _pin!)
     function TVMObject(handle::Ptr{Cvoid}; borrowed::Bool)
         handle == C_NULL && throw(ArgumentError("TVMObject: NULL handle"))
         borrowed && TVMFFIObjectIncRef(handle)
-        return finalizer(_release_handle!, new(handle))
+        return finalizer(_release_handle!, new(handle, UInt(0)))
     end
 end
 
@@ -69,10 +130,11 @@ macro _object_wrapper(T)
     quote
         Base.@__doc__ mutable struct $(esc(T)) <: AbstractTVMObject
             handle::Ptr{Cvoid}
+            pins::UInt
             function $(esc(T))(handle::Ptr{Cvoid}; borrowed::Bool)
                 handle == C_NULL && throw(ArgumentError(string($name, ": NULL handle")))
                 borrowed && TVMFFIObjectIncRef(handle)
-                return finalizer(_release_handle!, new(handle))
+                return finalizer(_release_handle!, new(handle, UInt(0)))
             end
         end
     end
@@ -93,7 +155,8 @@ function Base.deepcopy_internal(x::AbstractTVMObject, d::IdDict)
     return y
 end
 
-_live_handle(x) = (h = x.handle; h == C_NULL && throw(ArgumentError("$(typeof(x)): object was released")); h)
+_live_handle(x) = (h = x.handle; (h == C_NULL || getfield(x, :pins) & _RELEASED != 0) && throw(_released_error(x)); h)
+@noinline _released_error(x) = ArgumentError("$(typeof(x)): object was released")
 
 """`type_index(x)`: the object's runtime type index (e.g. 68 for a function)."""
 type_index(x::Union{AbstractTVMObject,TVMError}) = Int(LibAnyFFI.object_type_index(_live_handle(x)))
@@ -113,7 +176,7 @@ Base.:(==)(a::AbstractTVMObject, b::AbstractTVMObject) = a.handle == b.handle
 Base.hash(a::AbstractTVMObject, h::UInt) = hash(a.handle, hash(:AbstractTVMObject, h))
 
 function Base.show(io::IO, x::TVMObject)
-    if x.handle == C_NULL
+    if _released(x)
         print(io, "TVMObject(<released>)")
     else
         print(io, "TVMObject(", type_key(x), " @ ", repr(UInt(x.handle)), ")")

@@ -280,7 +280,7 @@ Base.pointer(t::TVMTensor) = (dl = _dl(t); dl.data + dl.byte_offset)
 Base.Array(t::TVMTensor) = Array(from_dlpack(t))
 
 function Base.show(io::IO, t::TVMTensor)
-    t.handle == C_NULL && return print(io, "TVMTensor(<released>)")
+    _released(t) && return print(io, "TVMTensor(<released>)")
     print(io, "TVMTensor(", dtype(t), _dims_string(size(t)), ", strides=", strides(t), ", ", device(t), ")")
 end
 

@@ -12,6 +12,15 @@ struct Scale  # a callable struct
     k::Int
 end
 (s::Scale)(x) = s.k * x
+
+# A vector whose `strides` runs a hook (and then reports that it has none): converting it as an
+# argument runs user code after the arguments before it were converted.
+struct HookVector <: AbstractVector{Float32}
+    hook::Function
+end
+Base.size(::HookVector) = (2,)
+Base.getindex(::HookVector, i::Int) = Float32(i)
+Base.strides(h::HookVector) = (h.hook(); throw(MethodError(strides, (h,))))
 @testset "functions" begin
     @testset "calls with 0..11 arguments" begin
         cb = TVMFunction(positional)
@@ -117,6 +126,62 @@ end
         @test occursin("TVMFunction", repr(f))
         AnyFFI.release!(f)
         @test_throws ArgumentError f(1)
+    end
+
+    @testset "a call holds its object arguments until it returns" begin
+        # release! of an argument while the call runs (here from inside the call; another
+        # thread's finalize(t) in the threads test): the call keeps it until it returns, and
+        # calls after the release raise (the call held nothing: the object went under it)
+        base = TVMShape(1, 2)
+        n0 = use_count(base)
+        for mode in 1:3  # a call of a few arguments, call_any, a call of more than 32
+            t = TVMShape(base.handle; borrowed = true)
+            inside = Ref(-1)
+            released_inside = Ref(false)
+            cb = (xs...) -> begin
+                AnyFFI.release!(t)
+                inside[] = use_count(base)
+                released_inside[] = try
+                    NOP(t); false
+                catch e
+                    e isa ArgumentError && occursin("object was released", sprint(showerror, e))
+                end
+                foreach(x -> x isa TVMShape && AnyFFI.release!(x), xs)
+                nothing
+            end
+            mode == 1 && APPLY(cb, t)
+            mode == 2 && call_any(APPLY, cb, t)
+            mode == 3 && APPLY(cb, t, ntuple(_ -> 0, 40)...)
+            @test inside[] == n0 + 2          # base, t (held by the call), the callback's own
+            @test released_inside[]
+            @test use_count(base) == n0       # t's reference went back when the call returned
+            @test_throws ArgumentError NOP(t)
+            @test_throws ArgumentError APPLY(x -> x, 1, t)
+        end
+        # released while a later argument converts (user code: an array type's `strides`):
+        # the call does not start
+        for mode in 1:2
+            t = TVMShape(base.handle; borrowed = true)
+            called = Ref(false)
+            cb = (xs...) -> (called[] = true; nothing)
+            hook = HookVector(() -> AnyFFI.release!(t))
+            @test_throws ArgumentError (mode == 1 ? APPLY(cb, t, hook) : call_any(APPLY, cb, t, hook))
+            @test !called[] && use_count(base) == n0
+        end
+        # a later argument that fails to convert leaves no hold behind; a released one undoes
+        # the holds already taken
+        t = TVMShape(base.handle; borrowed = true)
+        @test_throws ArgumentError NOP(t, 1 => 2)
+        dead = TVMShape(base.handle; borrowed = true)
+        AnyFFI.release!(dead)
+        @test_throws ArgumentError NOP(t, dead)
+        @test use_count(base) == n0 + 1
+        AnyFFI.release!(t)
+        @test use_count(base) == n0
+        # TVMErrors pass as objects too
+        e = catch_tvm(() -> RAISE("ValueError", "held"))
+        AnyFFI.release!(e)
+        @test_throws ArgumentError NOP(e)
     end
 
     @testset "registration refuses what cannot be called" begin

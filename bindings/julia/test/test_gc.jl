@@ -94,6 +94,35 @@ end
     @test use_count(shape) == n
 end
 
+# Rounds of: another thread finalizes a tensor while this one calls a callback with it in a
+# loop (a dict argument after it widens the window between reading its handle and the call).
+# The number of rounds that ended with "object was released" (all of them, unless one crashed).
+function finalize_during_calls(rounds::Int)
+    A = rand(Float32, 16)
+    D = Dict(i => i for i in 1:8)
+    cb = TVMFunction((x, d) -> length(x))
+    released = 0
+    for round in 1:rounds
+        t = TVMTensor(A)
+        go = Threads.Atomic{Bool}(false)
+        task = Threads.@spawn((while !go[]; GC.safepoint(); end; finalize(t)))
+        go[] = true
+        for k in 1:10^7
+            try
+                APPLY(cb, t, D) == 16 || break
+            catch e
+                (e isa ArgumentError && occursin("object was released", e.msg)) || rethrow()
+                released += 1
+                break
+            end
+            k % 1024 == 0 && yield()  # (the task may be queued behind this one)
+        end
+        wait(task)
+        round % 500 == 0 && GC.gc(false)
+    end
+    return released
+end
+
 # Calls, callbacks, exports and collections from several Julia threads at once (test.sh runs
 # with JULIA_NUM_THREADS=2). Each callback runs on the thread that called in.
 @testset "threads" begin
@@ -131,6 +160,17 @@ end
         use_count(base) == n0 || break
     end
     @test use_count(base) == n0
+    # finalize(t) on another thread while this one's calls pass t: the call that started holds
+    # t, later calls raise "object was released". Before, the call held nothing and the
+    # callback wrapped a freed tensor (heap corruption: an abort or a hang within 2000 rounds).
+    # Every exported array comes back (no hold is left behind).
+    if Threads.nthreads() >= 2
+        GC.gc(); GC.gc()
+        base_live = AnyFFI.live_callbacks()
+        @test finalize_during_calls(2000) == 2000
+        GC.gc(); GC.gc(); GC.gc()
+        @test AnyFFI.live_callbacks() == base_live
+    end
     # get/getindex of a Dict another thread deletes and re-inserts the key of: the default or
     # the value, never an error from the lookup that lost the key
     d = TVMDict(Dict("k$i" => i for i in 1:100))
