@@ -90,6 +90,18 @@ end
     return a
 end
 
+# deepcopy copies the elements, as for any array (and `deepcopy(from_dlpack(t))` of a compact
+# tensor): a StridedView owning a new Array. The default kept the pointer into the original
+# memory (a copy that aliases it) or deep-copied the owner (a TVMTensor: an error about tensors).
+function Base.deepcopy_internal(a::StridedView{T,N}, d::IdDict) where {T,N}
+    haskey(d, a) && return d[a]::StridedView{T,N}
+    B = Array{T,N}(undef, a.size)
+    copyto!(B, a)
+    y = StridedView{T,N}(pointer(B), a.size, strides(B), B)
+    d[a] = y
+    return y
+end
+
 # Strided CPU arrays with a DLPack element type (what passes as a TensorView).
 const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N}, StridedView{T,N},
                                             PermutedDimsArray{T,N,<:Any,<:Any,<:StridedArray}}
@@ -181,6 +193,23 @@ struct _ClosedView end
 _check_open(tv::TensorView) = tv.parent isa _ClosedView && throw(ArgumentError(
     "TensorView: a callback's tensor argument is only valid until the callback returns; " *
     "copy it (copy(unsafe_array(v))) inside the callback"))
+
+# deepcopy: a view of a Julia array is a view of a deep copy of the array (same shape and
+# strides), like deepcopy of the array itself. A borrowed view (a callback's DLTensor*, a foreign
+# result: memory someone else owns, maybe a device's) is an ArgumentError, as for TVMTensor.
+# The default copied the fields: `data` still pointed at the original array (not the copied
+# parent) and `shape`/`strides` into the original view, dangling once it was collected.
+function Base.deepcopy_internal(tv::TensorView, d::IdDict)
+    haskey(d, tv) && return d[tv]::TensorView
+    _check_open(tv)
+    p = tv.parent
+    p isa AbstractArray || throw(ArgumentError(
+        "deepcopy(::TensorView): the view borrows memory it does not own (a callback's " *
+        "argument or a returned DLTensor*); copy the data instead: TensorView(copy(unsafe_array(v)))"))
+    y = _tensorview_of(Base.deepcopy_internal(p, d))
+    d[tv] = y
+    return y
+end
 
 function unsafe_array(tv::TensorView)
     _check_open(tv)

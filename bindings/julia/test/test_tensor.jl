@@ -231,6 +231,49 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         @test type_index(a) == 70 && collect(from_dlpack(copy_value(a))) == [1 3; 2 4]
     end
 
+    @testset "deepcopy of views copies the data, or refuses borrowed memory" begin
+        # a TensorView of a Julia array: a view of a deep copy of the array. The default copied
+        # the fields: `data` still pointed at the original array and `shape`/`strides` into the
+        # original view (dangling once it is collected).
+        M = reshape(Float32.(1:24), 2, 3, 4)
+        for V in (Float32[1, 2, 3], M, view(M, :, 1:2:3, :), rowmajor(M))
+            tv = TensorView(V)
+            tv2 = deepcopy(tv)
+            P = unsafe_array(tv2)
+            @test P == V && P !== V && size(tv2) == size(tv) && strides(tv2) == strides(tv)
+            @test pointer(tv2) == pointer(P) != pointer(V)
+            base = pointer_from_objref(tv2)
+            @test tv2.shape == Ptr{Int64}(base + 48) && tv2.strides == Ptr{Int64}(base + 48 + 8 * ndims(tv2))
+        end
+        A = Float32[1, 2, 3]
+        tv2 = deepcopy(TensorView(A))
+        unsafe_array(tv2) .= 10
+        @test A == [1, 2, 3]
+        if have("ops.add")  # C reads the copy through its DLTensor
+            out = zeros(Float32, 3)
+            get_global_func("ops.add")(out, tv2, tv2)
+            @test out == [20, 20, 20]
+        end
+        pair = (tv2, tv2)
+        c = deepcopy(pair)
+        @test c[1] === c[2] && c[1] !== tv2
+        # a borrowed view (memory someone else owns): an ArgumentError, as for TVMTensor
+        t = TVMTensor(A)
+        bv = TensorView(Ptr{LibAnyFFI.DLTensor}(AnyFFI._live_handle(t) + LibAnyFFI.OBJECT_HEADER_SIZE))
+        msg = try deepcopy(bv); "copied" catch e; sprint(showerror, e) end
+        @test occursin("deepcopy(::TensorView)", msg) && occursin("copy(unsafe_array(v))", msg)
+        # a StridedView copies its elements (as deepcopy of any array): the default copied the
+        # pointer, or deep-copied its owner (a TVMTensor: an error about tensors)
+        for sv in (from_dlpack(TVMTensor(view(M, :, 1:2:3, :))),
+                   from_dlpack(TVMTensor(view(vec(M), 24:-5:1))))
+            @test sv isa StridedView
+            c = deepcopy(sv)
+            @test c isa typeof(sv) && c == sv && pointer(c) != pointer(sv)
+            c[1] = -1
+            @test sv[1] != -1
+        end
+    end
+
     @testset "negative strides and unaligned memory come back" begin
         v = collect(1.0:10.0)
         @test collect(from_dlpack(TVMTensor(view(v, 10:-1:1)))) == 10.0:-1:1.0
