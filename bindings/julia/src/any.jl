@@ -20,7 +20,8 @@
 #   AbstractFloat -> Float; Ptr -> OpaquePtr; DLDataType and element types (Float32, ...) ->
 #   DataType; DLDevice -> Device;
 #   String/Symbol/Char -> SmallStr (<= 7 bytes) or a borrowed RawStr (a Str if it holds NUL);
-#   codeunits(s) -> SmallBytes / borrowed ByteArrayPtr;
+#   codeunits(s) (String or SubString) -> SmallBytes / borrowed ByteArrayPtr; other views of a
+#   String's memory -> ArgumentError (a tensor may be written);
 #   strided array with a DLPack eltype -> DLTensor* (TensorView, no copy);
 #   other arrays, tuples -> ffi.Array; AbstractDict -> ffi.Map; Function -> ffi.Function;
 #   TVMError and other exceptions -> ffi.Error (`error_kind`, `error_message`);
@@ -191,9 +192,10 @@ mutable struct _ByteArrayBox  # a TVMFFIByteArray at offset 0, and what it point
     size::Csize_t
     parent::Any
 end
-function _arg(b::Base.CodeUnits{UInt8,String})
+# (of a SubString too: its bytes in the parent String; a DenseVector, it passed as a tensor)
+function _arg(b::_StrCodeUnits)
     s = b.s
-    n = sizeof(s)
+    n = ncodeunits(s)
     box = _ByteArrayBox(pointer(s), n, s)  # also for small bytes: one keep type (see _IntKeep)
     n <= 7 && return (GC.@preserve(s, _small(kTVMFFISmallBytes, pointer(s), n)), box)
     return (_pod(kTVMFFIByteArrayPtr, UInt64(UInt(pointer_from_objref(box)))), box)
@@ -215,8 +217,12 @@ function _arg(e::Exception)
     return _temp_object(TVMObject(h; borrowed = false))
 end
 @inline _arg(tv::TensorView) = (_check_open(tv); (_pod(kTVMFFIDLTensorPtr, UInt64(UInt(pointer_from_objref(tv)))), tv))
-@inline _arg(A::DLStridedArray) = _arg(TensorView(A))
+@inline function _arg(A::DLStridedArray)
+    _string_memory(A) && throw(_string_memory_error("AnyFFI (an FFI function argument)", A))
+    return _arg(TensorView(A))
+end
 function _arg(A::AbstractArray)
+    _string_memory(A) && throw(_string_memory_error("AnyFFI (an FFI function argument)", A))
     _strided_memory(A) && return _arg(_tensorview_of(A))
     # element by element as an ffi.Array: vectors only (an N-d array would lose its shape)
     ndims(A) <= 1 || throw(ArgumentError(
@@ -365,7 +371,7 @@ _to_owned_any(x::DLStridedArray) = _steal(to_dlpack(x))
 # A borrowed view (a callback's argument) becomes an ffi.Tensor over the same memory.
 _to_owned_any(x::TensorView) = _steal(to_dlpack(x))
 _to_owned_any(x) = _owned_from_view(x)
-_to_owned_any(x::Base.CodeUnits{UInt8,String}) = _owned_from_view(x)  # bytes, not a tensor
+_to_owned_any(x::_StrCodeUnits) = _owned_from_view(x)  # bytes, not a tensor
 function _owned_from_view(x)
     v, keep = _arg(x)
     _pin_keep(keep) || throw(_released_error(keep))

@@ -95,7 +95,7 @@ const _Seq = Union{TVMArray,TVMList}
 # dies with the call.
 _owned_elem(x) = x
 _owned_elem(A::AbstractArray) = (A isa DLStridedArray || _strided_memory(A)) ? to_dlpack(A) : A
-_owned_elem(b::Base.CodeUnits{UInt8,String}) = b  # bytes, not a tensor
+_owned_elem(b::_StrCodeUnits) = b  # bytes, not a tensor
 # a view of a Julia array exports the array; a borrowed view (a callback's argument) is
 # copied: the caller's memory is only valid until the callback returns
 _owned_elem(tv::TensorView) =

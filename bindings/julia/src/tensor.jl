@@ -109,9 +109,30 @@ const DLStridedArray{T<:DLEltype,N} = Union{StridedArray{T,N}, StridedView{T,N},
 @inline _i64(t::NTuple{N,Integer}) where {N} = map(Int64, t)
 
 @inline TensorView(A::DLStridedArray) = _tensorview_of(A)
-@inline _tensorview_of(A::AbstractArray{T,N}) where {T,N} =
-    TensorView{N}(Ptr{Cvoid}(pointer(A)), DLDevice(kDLCPU, Int32(0)), DLDataType(T),
-                  _i64(size(A)), _i64(strides(A)), UInt64(0), A)
+@inline function _tensorview_of(A::AbstractArray{T,N}) where {T,N}
+    _string_memory(A) && throw(_string_memory_error("TensorView", A))
+    return TensorView{N}(Ptr{Cvoid}(pointer(A)), DLDevice(kDLCPU, Int32(0)), DLDataType(T),
+                         _i64(size(A)), _i64(strides(A)), UInt64(0), A)
+end
+
+# `codeunits` of a String or SubString: bytes, not a tensor (any.jl, `_arg`).
+const _StrCodeUnits = Base.CodeUnits{UInt8,<:Union{String,SubString{String}}}
+
+# Memory of a String (views, reshapes, reinterpretations, transposes of `codeunits(s)`, and
+# `codeunits` of a SubString, a DenseVector): never a tensor. A DLTensor carries no read-only
+# mark and an op may write its output there, changing a String, which Julia takes as
+# immutable (it shares literals and hashes them once). Decided by type (the parent chain), so
+# it folds away for the arrays that may pass.
+@inline _memory_root(A::Array) = A
+@inline function _memory_root(A::AbstractArray)
+    p = parent(A)
+    return p === A ? A : _memory_root(p)
+end
+@inline _string_memory(A::AbstractArray) = _memory_root(A) isa Base.CodeUnits
+@noinline _string_memory_error(f, A) = ArgumentError(
+    "$f: a $(typeof(A)) is the memory of a String, which Julia never changes; it cannot pass " *
+    "as a tensor (a callee may write to it). Pass a copy: Vector{UInt8}(s), or collect(A) " *
+    "(codeunits(s) itself passes as bytes)")
 TensorView(A::AbstractArray) = _strided_memory(A) ? _tensorview_of(A) : throw(ArgumentError(
     "TensorView: need a strided CPU array with a DLPack element type, got $(typeof(A))"))
 
@@ -349,6 +370,7 @@ end
 
 # The ffi.Tensor of a strided array (checked by the caller).
 function _export_dlpack(A::AbstractArray)
+    _string_memory(A) && throw(_string_memory_error("to_dlpack", A))
     _pin_size!(A)
     mt = _managed_versioned(A)
     out = Ref{Ptr{Cvoid}}(C_NULL)

@@ -274,6 +274,37 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         end
     end
 
+    @testset "a String's memory never passes as a tensor" begin
+        # Strings are immutable, and a tensor argument may be written (an op's output): views,
+        # reshapes and reinterpretations of codeunits(s) were tensors over the String's memory
+        s = "x"^16
+        sub = SubString(s, 2, 13)
+        for A in (view(codeunits(s), 1:8), reinterpret(Float32, codeunits(s)),
+                  reshape(codeunits(s), 4, 4), transpose(codeunits(s)), rowmajor(reshape(codeunits(s), 4, 4)),
+                  view(codeunits(sub), 1:4), reinterpret(Int8, codeunits(sub)))
+            for f in (NOP, x -> TensorView(x), x -> TVMTensor(x), x -> TVMList([x]), x -> APPLY(() -> x))
+                e = try
+                    f(A); nothing
+                catch err
+                    err
+                end
+                msg = e === nothing ? "" : sprint(showerror, e)
+                @test (e isa ArgumentError || (e isa TVMError && e.kind == "ValueError")) &&
+                      occursin("String", msg) && occursin("Vector{UInt8}(s)", msg)
+            end
+        end
+        if have("ops.add")
+            out = reinterpret(Float32, view(codeunits(s), 1:16))
+            @test_throws ArgumentError get_global_func("ops.add")(out, ones(Float32, 4), ones(Float32, 4))
+        end
+        @test s == "x"^16 && sub == "x"^12
+        # codeunits of a String or a SubString pass as bytes (a copy when kept)
+        @test ECHO(codeunits(sub)) == Vector{UInt8}(sub) && ECHO(codeunits(s)) == Vector{UInt8}(s)
+        @test ECHO(codeunits(SubString(s, 2, 4))) == Vector{UInt8}("xxx")
+        @test APPLY(() -> codeunits(sub)) == Vector{UInt8}(sub)
+        @test collect(TVMList([codeunits(sub)])) == [Vector{UInt8}(sub)]
+    end
+
     @testset "negative strides and unaligned memory come back" begin
         v = collect(1.0:10.0)
         @test collect(from_dlpack(TVMTensor(view(v, 10:-1:1)))) == 10.0:-1:1.0
