@@ -7,7 +7,7 @@
 #                        TensorView behind a DLTensor*, the wrapper behind an object), or a
 #                        `_Temp` object made for this call and released right after it. Once
 #                        every argument is converted, the call pins each object wrapper among
-#                        the keeps (`_pin_keeps`: its reference stays until the call's keeps are
+#                        the keeps (`_hold_args`: its reference stays until the call's keeps are
 #                        released, even if another thread releases or finalizes the wrapper).
 #   call results         owned: `_from_any_owned` adopts objects (borrowed = false) and
 #                        releases what it copies out (strings, bytes, big integers).
@@ -78,6 +78,70 @@ function Base.deepcopy_internal(a::TVMAny, d::IdDict)
     return y
 end
 
+# An object argument: the call's pin (taken by `_hold_args`) goes.
+@inline _release_keep(x::Union{AbstractTVMObject,TVMError}) = _unpin!(x)
+
+# What a call checks and holds once every argument converted (conversions run user code: a
+# `strides`, `pointer` or `iterate` method), right before it calls, by argument and keep:
+#   an object          pinned: its reference stays until the call's keeps are released, even
+#                      if another thread releases or finalizes the wrapper;
+#   an array's view    its array still has the view's pointer and size (a view kept from an
+#                      earlier call, or user code while later arguments converted, may have
+#                      seen it resized: its memory moved or shrank).
+# A failure undoes the pins taken and raises without calling; a conversion that throws leaves
+# no pin behind (the temporaries go to their finalizers, as before).
+@inline _hold(::Any, ::Any) = true
+@inline _hold(::Any, x::Union{AbstractTVMObject,TVMError}) = _pin!(x)
+@inline _hold(A::AbstractArray, tv::TensorView) = _view_matches(A, tv)
+@inline _hold(tv::TensorView, ::TensorView) = _view_current(tv)
+@inline _unhold(::Any) = nothing
+@inline _unhold(x::Union{AbstractTVMObject,TVMError}) = _unpin!(x)
+_hold_error(::Any, x::Union{AbstractTVMObject,TVMError}) = _released_error(x)
+_hold_error(A, tv::TensorView) = _moved_error(A isa TensorView ? A.parent : A)
+
+@inline _view_matches(A::AbstractArray, tv::TensorView{N}) where {N} =
+    UInt(pointer(A)) == UInt(tv.data) && size(A) == tv.shape_buf
+# A view passed as itself: its array, if it has one, must still match. The array's type is not
+# known here: one dynamic call on it (~20 ns; `isa AbstractArray` on the field and a two-argument
+# dispatch made it ~50 ns).
+@inline function _view_current(tv::TensorView)
+    _owns_memory(tv) || return true  # a borrowed view: its owner answers for the memory
+    ptr, len = _memory_extent(tv.parent)::Tuple{UInt,Int}
+    return ptr == UInt(tv.data) && len == prod(tv.shape_buf)
+end
+_memory_extent(A::AbstractArray) = (UInt(pointer(A)), length(A))
+@noinline _moved_error(A) = ArgumentError(
+    "AnyFFI: a tensor argument's $(typeof(A)) was resized after its TensorView was made (the " *
+    "view still has the old memory and size); pass the array itself, or a new TensorView(A)")
+
+@inline function _hold_args(args::Tuple, keeps::Tuple)
+    ok = _hold_each(args, keeps)  # (by dispatch: folds to `true` for plain values)
+    all(ok) || _holds_failed(args, keeps, ok)
+    return nothing
+end
+# (`map` over the keeps was not inlined: a call each way, 5.5 -> 19.6 ns for one object)
+@inline _hold_each(::Tuple{}, ::Tuple{}) = ()
+@inline _hold_each(a::Tuple, k::Tuple) =
+    (_hold(first(a), first(k)), _hold_each(Base.tail(a), Base.tail(k))...)
+@noinline function _holds_failed(args::Tuple, keeps::Tuple, ok::Tuple)
+    bad = 0
+    for i in 1:length(ok)
+        ok[i] ? _unhold(keeps[i]) : (bad == 0 && (bad = i))
+    end
+    throw(_hold_error(args[bad], keeps[bad]))
+end
+function _hold_args(args::Tuple, keeps::Vector{Any})
+    for i in eachindex(keeps)
+        if !_hold(args[i], keeps[i])
+            for j in 1:i-1
+                _unhold(keeps[j])
+            end
+            throw(_hold_error(args[i], keeps[i]))
+        end
+    end
+    return nothing
+end
+
 # A temporary object created for one call; released right after it (or by its finalizer if a
 # later argument fails to convert).
 struct _Temp{T}
@@ -86,43 +150,6 @@ end
 @inline _release_keep(::Any) = nothing
 @inline _release_keep(tv::TensorView) = _unregister_view(tv)
 @inline _release_keep(t::_Temp) = release!(t.obj)
-# An object argument: the call's pin (taken by `_pin_keeps`) goes.
-@inline _release_keep(x::Union{AbstractTVMObject,TVMError}) = _unpin!(x)
-
-# The pins of a call's object arguments, taken after every argument converted (a conversion
-# that throws then leaves no pin behind; the temporaries go to their finalizers, as before).
-# A wrapper released in between fails its pin: the pins taken are undone and the call raises
-# "object was released" without calling.
-@inline _pin_keep(::Any) = true
-@inline _pin_keep(x::Union{AbstractTVMObject,TVMError}) = _pin!(x)
-@inline _unpin_keep(::Any) = nothing
-@inline _unpin_keep(x::Union{AbstractTVMObject,TVMError}) = _unpin!(x)
-@inline function _pin_keeps(keeps::Tuple)
-    ok = _pin_each(keeps)  # (by dispatch: folds to `true` for keeps that are not objects)
-    all(ok) || _pins_failed(keeps, ok)
-    return nothing
-end
-# (`map` over the tuple was not inlined: a call each way, 5.5 -> 19.6 ns for one object)
-@inline _pin_each(::Tuple{}) = ()
-@inline _pin_each(t::Tuple) = (_pin_keep(first(t)), _pin_each(Base.tail(t))...)
-@noinline function _pins_failed(keeps::Tuple, ok::Tuple)
-    bad = nothing
-    for (k, o) in zip(keeps, ok)
-        o ? _unpin_keep(k) : (bad === nothing && (bad = k))
-    end
-    throw(_released_error(bad))
-end
-function _pin_keeps(keeps::Vector{Any})
-    for i in eachindex(keeps)
-        if !_pin_keep(keeps[i])
-            for j in 1:i-1
-                _unpin_keep(keeps[j])
-            end
-            throw(_released_error(keeps[i]))
-        end
-    end
-    return nothing
-end
 
 @inline _pod(ti::Int32, bits::UInt64) = TVMFFIAny(ti, UInt32(0), bits)
 
@@ -201,7 +228,7 @@ function _arg(b::_StrCodeUnits)
     return (_pod(kTVMFFIByteArrayPtr, UInt64(UInt(pointer_from_objref(box)))), box)
 end
 
-# (the keep is the wrapper: `_pin_keeps` holds it for the call)
+# (the keep is the wrapper: `_hold_args` holds it for the call)
 @inline function _arg(x::AbstractTVMObject)
     h = x.handle
     h == C_NULL && throw(_released_error(x))
@@ -374,7 +401,7 @@ _to_owned_any(x) = _owned_from_view(x)
 _to_owned_any(x::_StrCodeUnits) = _owned_from_view(x)  # bytes, not a tensor
 function _owned_from_view(x)
     v, keep = _arg(x)
-    _pin_keep(keep) || throw(_released_error(keep))
+    _hold(x, keep) || throw(_hold_error(x, keep))
     ti = v.type_index
     # A strided array outside DLStridedArray (transpose, adjoint, nested PermutedDimsArray, views
     # of those) passes as a borrowed DLTensor* to a TensorView made for this conversion: it would

@@ -112,7 +112,7 @@ end
     conv = map(_arg, args)
     argv = Ref(map(first, conv))
     keeps = map(last, conv)
-    _pin_keeps(keeps)
+    _hold_args(args, keeps)
     map(_register_view, keeps)  # (unrolled: `foreach` over a tuple of mixed keeps boxes them)
     result = Ref(ANY_NONE)
     rc = GC.@preserve f args keeps ccall(LibAnyFFI.PTR_TVMFFIFunctionCall[], Cint,
@@ -165,8 +165,8 @@ end
 end
 
 # The arguments of a call as vectors of views and of what keeps them valid (calls too long for
-# a stack tuple, and `call_any`), objects pinned; on a failure, earlier temporaries go to their
-# finalizers.
+# a stack tuple, and `call_any`), held (`_hold_args`); on a failure, earlier temporaries go to
+# their finalizers.
 function _arg_vectors(args::Tuple)
     n = length(args)
     anys = Vector{TVMFFIAny}(undef, n)
@@ -174,7 +174,7 @@ function _arg_vectors(args::Tuple)
     for i in 1:n
         anys[i], keeps[i] = _arg(args[i])
     end
-    _pin_keeps(keeps)
+    _hold_args(args, keeps)
     return anys, keeps
 end
 

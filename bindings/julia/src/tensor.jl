@@ -20,7 +20,9 @@ A borrowed `DLTensor` view (passed as type index 7, `kTVMFFIDLTensorPtr`) of a s
 array on the CPU: its pointer, `size(A)` and `strides(A)` (column-major for an `Array`), with
 no copy. Shape and strides are stored inline, so the view is one small allocation. Julia
 arrays passed to FFI functions become TensorViews automatically; the view (and the array it
-keeps in `parent`) is kept alive for the duration of the call only.
+keeps in `parent`) is kept alive for the duration of the call only. The view records the
+array's pointer and size: passing it after the array was resized (its memory moved) raises an
+`ArgumentError`.
 
 A `DLTensor*` that a function receives as an argument or returns also becomes a TensorView
 (with `parent === nothing`): its memory belongs to someone else and is valid only as long as

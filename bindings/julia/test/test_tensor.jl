@@ -14,6 +14,16 @@ sample(::Type{T}, dims...) where {T} = rand(T, dims...)
 
 same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
 
+# A vector whose `pointer` runs a hook: converting it as an argument runs user code after the
+# arguments before it were converted.
+struct PointerHook <: AbstractVector{Float32}
+    hook::Function
+end
+Base.size(::PointerHook) = (2,)
+Base.getindex(::PointerHook, i::Int) = Float32(i)
+Base.strides(::PointerHook) = (1,)
+Base.pointer(h::PointerHook) = (h.hook(); throw(ArgumentError("no memory")))
+
 @testset "tensors" begin
     @testset "dtypes" begin
         for T in ALL_ELTYPES
@@ -303,6 +313,50 @@ same_data(t, A) = from_dlpack(t) == A  # (no array left on the caller's stack)
         @test ECHO(codeunits(SubString(s, 2, 4))) == Vector{UInt8}("xxx")
         @test APPLY(() -> codeunits(sub)) == Vector{UInt8}(sub)
         @test collect(TVMList([codeunits(sub)])) == [Vector{UInt8}(sub)]
+    end
+
+    @testset "a view of an array resized since is refused, not passed stale" begin
+        # a callback keeps the view of its caller's vector; the vector is resized afterwards
+        # (its memory moves): passing the kept view again gave C the freed memory
+        v = Float32[1, 2, 3]
+        kept = Ref{Any}(nothing)
+        APPLY(x -> (kept[] = x; nothing), v)
+        tv = kept[]
+        @test tv isa TensorView && parent(tv) === v
+        @test NOP(tv) === nothing                      # unchanged: still fine
+        resize!(v, 10_000)
+        v .= 7
+        for f in (NOP, ECHO, x -> APPLY(y -> nothing, 1, x), x -> call_any(NOP, x),
+                  x -> NOP(x, ntuple(_ -> 0, 40)...))
+            e = try
+                f(tv); nothing
+            catch err
+                err
+            end
+            @test e isa ArgumentError && occursin("resized", e.msg) && occursin("TensorView(A)", e.msg)
+        end
+        @test size(TensorView(v)) == (10_000,) && NOP(TensorView(v)) === nothing
+        t = to_dlpack(tv)                              # the array as it is now
+        @test size(t) == (10_000,) && pointer(t) == pointer(v)
+        @test unsafe_array(tv) === v
+        # shrunk in place: the view's size is checked too
+        w = rand(Float32, 4)
+        tw = TensorView(w)
+        resize!(w, 2)
+        @test_throws ArgumentError NOP(tw)
+        # resized while a later argument converts (user code): the call does not start
+        u = Float32[1, 2]
+        hook = PointerHook(() -> resize!(u, 10_000))
+        e = try
+            NOP(u, hook); nothing
+        catch err
+            err
+        end
+        @test e isa ArgumentError && occursin("resized", e.msg)
+        s = TVMShape(1)
+        n = use_count(s)
+        @test_throws ArgumentError NOP(s, tw)          # an object held before is let go
+        @test use_count(s) == n
     end
 
     @testset "negative strides and unaligned memory come back" begin
