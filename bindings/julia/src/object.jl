@@ -39,26 +39,16 @@ const _RELEASED = UInt(1) << 63
 @generated _field_offset(::T, ::Val{f}) where {T,f} = UInt(fieldoffset(T, Base.fieldindex(T, f)))
 @inline _field_ptr(x, v::Val) = Ptr{UInt}(pointer_from_objref(x) + _field_offset(x, v))
 
-@inline _atomic_xchg!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
-    %ptr = inttoptr i64 %0 to i64*
-    %old = atomicrmw xchg i64* %ptr, i64 %1 acq_rel
-    ret i64 %old
-    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
-@inline _atomic_add!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
-    %ptr = inttoptr i64 %0 to i64*
-    %old = atomicrmw add i64* %ptr, i64 %1 acq_rel
-    ret i64 %old
-    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
-@inline _atomic_sub!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
-    %ptr = inttoptr i64 %0 to i64*
-    %old = atomicrmw sub i64* %ptr, i64 %1 acq_rel
-    ret i64 %old
-    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
-@inline _atomic_or!(p::Ptr{UInt}, v::UInt) = Base.llvmcall("""
-    %ptr = inttoptr i64 %0 to i64*
-    %old = atomicrmw or i64* %ptr, i64 %1 acq_rel
-    ret i64 %old
-    """, UInt, Tuple{Ptr{UInt},UInt}, p, v)
+# `_atomic_<op>!(p, v)`: one `atomicrmw <op>` (acq_rel) on the word at `p`, returning the old value.
+for op in (:xchg, :add, :sub, :or)
+    ir = """
+        %ptr = inttoptr i64 %0 to i64*
+        %old = atomicrmw $op i64* %ptr, i64 %1 acq_rel
+        ret i64 %old
+        """
+    @eval @inline $(Symbol(:_atomic_, op, :!))(p::Ptr{UInt}, v::UInt) =
+        Base.llvmcall($ir, UInt, Tuple{Ptr{UInt},UInt}, p, v)
+end
 
 @inline _atomic_cas!(p::Ptr{UInt}, cmp::UInt, new::UInt) = Base.llvmcall("""
     %ptr = inttoptr i64 %0 to i64*
