@@ -314,6 +314,26 @@ CASE("se.map_var_keys") {
   Any x = Var("x"), y = Var("y");
   return Both(Array<Any>({x, Map<Any, Any>({{x, 1}})}), Array<Any>({y, Map<Any, Any>({{y, 1}})}), true);
 });
+// Equality finds its first bindings by a search and later ones through maps: variables bound
+// before and after the switch, used again after it (and a map keyed by one of each).
+static Any ManyVars(const char* prefix, int use_a, int use_b) {
+  std::vector<Any> vars;
+  Array<Any> items;
+  for (int i = 0; i < 12; ++i) {
+    vars.push_back(Var((std::string(prefix) + std::to_string(i)).c_str()));
+    items.push_back(vars.back());
+  }
+  items.push_back(vars[use_a]);
+  items.push_back(vars[use_b]);
+  items.push_back(Map<Any, Any>({{vars[use_a], 1}, {vars[use_b], 2}}));
+  return items;
+}
+CASE("se.vars_past_the_searched_bindings") {
+  return Array<Any>({Both(ManyVars("x", 0, 11), ManyVars("y", 0, 11), true),
+                     Both(ManyVars("x", 0, 11), ManyVars("y", 0, 10), true),
+                     Both(ManyVars("x", 3, 9), ManyVars("y", 9, 3), true),
+                     Both(ManyVars("x", 3, 9), ManyVars("y", 3, 9), true)});
+});
 CASE("se.map_var_keys_unbound") {
   Any x = Var("x"), y = Var("y");
   return Both(Map<Any, Any>({{x, 1}}), Map<Any, Any>({{y, 1}}), true);

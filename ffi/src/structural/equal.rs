@@ -115,11 +115,13 @@ struct Comparer {
     skip_tensor_content: bool,
     /// Reverse mismatch paths (lhs, rhs), when tracing.
     paths: RefCell<Option<(Vec<PathStep>, Vec<PathStep>)>>,
-    /// lhs object -> rhs object, and back: the index of the pair in `bound`, which keeps both
-    /// alive (so addresses stay unique).
+    /// The bound (lhs, rhs) object pairs, which keep both alive (so addresses stay unique).
+    /// Up to `BOUND_SEARCHED` of them are found by searching `bound`; past that, through the
+    /// maps (lhs object -> its pair's index, rhs object -> its pair's index). A later binding
+    /// of an object replaces an earlier one, as a map insert does.
+    bound: RefCell<Vec<(Any, Any)>>,
     map_lhs: RefCell<PtrMap<usize, usize>>,
     map_rhs: RefCell<PtrMap<usize, usize>>,
-    bound: RefCell<Vec<(Any, Any)>>,
     /// Containers and objects on the current path (beyond `SHALLOW_PATH`), per side, and the
     /// path length.
     active: RefCell<PtrSet<(bool, usize)>>,
@@ -129,6 +131,10 @@ struct Comparer {
     callback: HookCallback<Comparer>,
     buffers: Buffers,
 }
+
+/// Bindings up to this many are found by searching them (no maps for a small walk: a
+/// comparison of one let-binding made three tables for its one variable).
+const BOUND_SEARCHED: usize = 8;
 
 enum Step {
     Done(bool),
@@ -567,10 +573,10 @@ impl Comparer {
             return Ok(Step::Done(true));
         }
         if kind == kTVMFFISEqHashKindDAGNode || kind == kTVMFFISEqHashKindFreeVar {
-            if let Some(&at) = self.map_lhs.borrow().get(&(lo as usize)) {
+            if let Some(at) = self.bound_pair(lo as usize, true) {
                 return Ok(Step::Done(obj_ptr(&self.bound.borrow()[at].1) == ro));
             }
-            if self.map_rhs.borrow().contains_key(&(ro as usize)) {
+            if self.bound_pair(ro as usize, false).is_some() {
                 return Ok(Step::Done(false));
             }
         }
@@ -615,12 +621,38 @@ impl Comparer {
         })))
     }
 
+    /// The index in `bound` of the latest pair binding object `obj` on the lhs side (`lhs`)
+    /// or the rhs side.
+    fn bound_pair(&self, obj: usize, lhs: bool) -> Option<usize> {
+        let bound = self.bound.borrow();
+        if bound.len() <= BOUND_SEARCHED {
+            let side = |p: &(Any, Any)| obj_ptr(if lhs { &p.0 } else { &p.1 }) as usize;
+            return bound.iter().rposition(|p| side(p) == obj);
+        }
+        let map = if lhs { &self.map_lhs } else { &self.map_rhs };
+        map.borrow().get(&obj).copied()
+    }
+
     fn bind(&self, lhs: &Any, rhs: &Any) {
         let mut bound = self.bound.borrow_mut();
-        let at = bound.len();
+        if bound.capacity() == 0 {
+            bound.reserve(BOUND_SEARCHED);
+        }
         bound.push((lhs.clone(), rhs.clone()));
-        self.map_lhs.borrow_mut().insert(obj_ptr(lhs) as usize, at);
-        self.map_rhs.borrow_mut().insert(obj_ptr(rhs) as usize, at);
+        if bound.len() <= BOUND_SEARCHED {
+            return;
+        }
+        let (mut ml, mut mr) = (self.map_lhs.borrow_mut(), self.map_rhs.borrow_mut());
+        // the first binding past the search: every pair so far goes into the maps, in order
+        let from = if bound.len() == BOUND_SEARCHED + 1 {
+            0
+        } else {
+            bound.len() - 1
+        };
+        for (at, p) in bound.iter().enumerate().skip(from) {
+            ml.insert(obj_ptr(&p.0) as usize, at);
+            mr.insert(obj_ptr(&p.1) as usize, at);
+        }
     }
 
     /// The DAG and free-variable bookkeeping after the fields compared `fields_ok`.
@@ -654,13 +686,8 @@ impl Comparer {
         if key.type_index() < kTVMFFIStaticObjectBegin {
             return key.clone();
         }
-        let table = if lhs_side {
-            &self.map_lhs
-        } else {
-            &self.map_rhs
-        };
-        match table.borrow().get(&(obj_ptr(key) as usize)) {
-            Some(&at) => {
+        match self.bound_pair(obj_ptr(key) as usize, lhs_side) {
+            Some(at) => {
                 let pair = &self.bound.borrow()[at];
                 if lhs_side {
                     pair.1.clone()
