@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from typing import Any, Optional
 
 import numpy as np
@@ -265,6 +266,52 @@ MIDWALK_HASH = 11441136644222865466  # recorded on the official library
 
 def test_hash_hook_results_convert_as_int64() -> None:
     assert sh(SBoolHash(a=1)) == 1
+
+
+_BAD_RESULT: dict = {}
+
+
+@py_class("pyofficial.SBadHookResult", structural_eq="tree")
+class SBadHookResult(Object):
+    a: int
+
+    def __s_equal__(self, other, cmp):
+        return _BAD_RESULT["eq"](self, other, cmp)
+
+    def __s_hash__(self, init, h):
+        return _BAD_RESULT["hash"]
+
+
+@pytest.mark.parametrize(
+    "result, message",
+    [(None, "Cannot convert from type `None` to `bool`"),
+     ("yes", "Cannot convert from type `ffi.SmallStr` to `bool`"),
+     (1.5, "Cannot convert from type `float` to `bool`")],
+)
+def test_an_equal_hook_result_that_is_not_a_bool(result, message) -> None:
+    # the official conversion error, as the official library raises it
+    _BAD_RESULT["eq"] = lambda s, o, cmp: result
+    with pytest.raises(TypeError, match=re.escape(message)):
+        se(SBadHookResult(a=1), SBadHookResult(a=1))
+
+
+@pytest.mark.parametrize(
+    "result, message",
+    [(None, "Cannot convert from type `None` to `int`"),
+     (1.5, "Cannot convert from type `float` to `int`")],
+)
+def test_a_hash_hook_result_that_is_not_an_int(result, message) -> None:
+    _BAD_RESULT["hash"] = result
+    with pytest.raises(TypeError, match=re.escape(message)):
+        sh(SBadHookResult(a=1))
+
+
+def test_a_field_name_the_equal_callback_cannot_read() -> None:
+    # read only when tracing a mismatch: the path step needs the name
+    _BAD_RESULT["eq"] = lambda s, o, cmp: cmp(s.a, o.a, 0, 5)
+    assert not se(SBadHookResult(a=1), SBadHookResult(a=2))
+    with pytest.raises(TypeError, match=re.escape("Cannot convert from type `int` to `str`")):
+        tvm_ffi.get_first_structural_mismatch(SBadHookResult(a=1), SBadHookResult(a=2))
 
 
 # --- a field registered by a hook mid-walk -------------------------------------------------

@@ -930,10 +930,10 @@ impl Comparer {
         let r = hook.call(&[lhs.as_view(), rhs.as_view(), cb.as_view()])?;
         match r.type_index() {
             kTVMFFIBool | kTVMFFIInt => Ok(r.as_view().as_i64().unwrap_or(0) != 0),
+            // (the official conversion's message)
             _ => Err(Error::type_error(format!(
-                "{S_EQUAL_ATTR} of `{}` must return a bool, got `{}`",
-                lhs.as_view().type_key(),
-                r.as_view().type_key()
+                "Cannot convert from type `{}` to `bool`",
+                crate::function::mismatch_type_key(&r.as_view())
             ))),
         }
     }
@@ -962,8 +962,8 @@ impl Comparer {
             if !ok && c.tracing() {
                 let name = name.as_str().ok_or_else(|| {
                     Error::type_error(format!(
-                        "Cannot treat type `{}` as type `str`",
-                        name.type_key()
+                        "Cannot convert from type `{}` to `str`",
+                        crate::function::mismatch_type_key(name)
                     ))
                 })?;
                 c.record(

@@ -729,10 +729,10 @@ impl Hasher {
         match r.as_view().as_i64() {
             // (an int64 as the official library reads it: Bool converts too)
             Some(h) if matches!(r.type_index(), kTVMFFIInt | kTVMFFIBool) => Ok(h as u64),
+            // (the official conversion's message)
             _ => Err(Error::type_error(format!(
-                "{S_HASH_ATTR} of `{}` must return an int, got `{}`",
-                v.as_view().type_key(),
-                r.as_view().type_key()
+                "Cannot convert from type `{}` to `int`",
+                crate::function::mismatch_type_key(&r.as_view())
             ))),
         }
     }
