@@ -19,7 +19,7 @@ use crate::hash::{any_equal, any_hash};
 use crate::list::List;
 use crate::map::{Dict, Map};
 use crate::string::{raw_any_bytes, BytesObj, StrObj};
-use crate::structural::{field_name, fields_of, get_field, map_items, seq_items, PtrMap, PtrSet};
+use crate::structural::{field_name, fields_of, get_field, map_items, seq_items, PtrMap};
 use crate::type_table::{self, type_key_of};
 
 /// Attribute column of custom object-to-JSON conversions.
@@ -195,7 +195,7 @@ pub fn to_json_graph(value: &Any, metadata: &Any) -> Result<Map> {
     let mut w = GraphWriter {
         nodes: Vec::new(),
         index: PtrMap::default(),
-        active: PtrSet::default(),
+        active: PtrMap::default(),
     };
     let root = w.run(value)?;
     let mut pairs = vec![
@@ -212,7 +212,8 @@ struct GraphWriter {
     nodes: Vec<Any>,
     /// AnyHash -> (value, node index) (AnyEqual within a bucket).
     index: PtrMap<u64, Vec<(Any, i64)>>,
-    active: PtrSet<usize>,
+    /// The containers and objects on the current path, with how often each is on it.
+    active: PtrMap<usize, u32>,
 }
 
 /// A node under construction whose children are being written.
@@ -302,7 +303,7 @@ impl GraphWriter {
                 },
                 None => {
                     let f = stack.pop().expect("a frame is open");
-                    self.active.remove(&f.active);
+                    self.leave(f.active);
                     let data = match f.body {
                         FrameBody::Seq { data, .. } => Any::from(Array::from_vec(data)),
                         FrameBody::Fields { data, .. } => Any::from(Map::from_pairs(data)?),
@@ -360,12 +361,33 @@ impl GraphWriter {
         }
     }
 
+    /// Puts `v` on the path; a cycle error (`message`) when it is on it already. Lists and
+    /// Dicts are checked at once; Arrays, Maps and objects may be on the path twice (raising
+    /// the third time): the official writer checks only Lists and Dicts, so a cycle through
+    /// one of them is reported as the List's or the Dict's, one loop later, as there. (A cycle
+    /// through neither makes the official writer recurse until the stack overflows.)
     fn enter(&mut self, v: &Any, message: impl FnOnce() -> String) -> Result<usize> {
         let p = obj_ptr(v) as usize;
-        if !self.active.insert(p) {
+        let allowed = match v.type_index() {
+            kTVMFFIList | kTVMFFIDict => 1,
+            _ => 2,
+        };
+        let on_path = self.active.entry(p).or_insert(0);
+        if *on_path >= allowed {
             return Err(Error::value_error(message()));
         }
+        *on_path += 1;
         Ok(p)
+    }
+
+    /// Takes one occurrence of the frame's value off the path.
+    fn leave(&mut self, p: usize) {
+        if let Some(n) = self.active.get_mut(&p) {
+            *n -= 1;
+            if *n == 0 {
+                self.active.remove(&p);
+            }
+        }
     }
 
     fn visit(&mut self, v: &Any) -> Result<Visit> {

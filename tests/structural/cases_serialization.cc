@@ -170,6 +170,51 @@ CASE("ser.err.dict_cycle") {
   d.clear();
   return r;
 });
+// Cycles through an immutable container or an object: reported at the List or Dict on them,
+// one loop in, as the official writer (which checks only those) reports them.
+CASE("ser.err.array_list_cycle") {
+  List<Any> l;
+  Array<Any> a({l});
+  l.push_back(a);
+  Any r;
+  try {
+    r = ToStr(a);
+  } catch (...) {
+    l.clear();
+    throw;
+  }
+  l.clear();
+  return r;
+});
+CASE("ser.err.map_dict_cycle") {
+  Dict<Any, Any> d;
+  Map<Any, Any> m({{String("x"), d}});
+  d.Set(String("y"), m);
+  Any r;
+  try {
+    r = ToStr(m);
+  } catch (...) {
+    d.clear();
+    throw;
+  }
+  d.clear();
+  return r;
+});
+CASE("ser.err.object_list_cycle") {
+  auto box = make_object<st::BoxObj>();
+  ObjectRef b(box);
+  List<Any> l({b});
+  box->v = l;
+  Any r;
+  try {
+    r = ToStr(b);
+  } catch (...) {
+    l.clear();
+    throw;
+  }
+  l.clear();
+  return r;
+});
 CASE("ser.shared_list_not_a_cycle") {
   List<Any> l({1});
   return ToStr(Array<Any>({l, l}));
