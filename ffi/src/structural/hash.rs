@@ -4,7 +4,6 @@
 //! values), tensor content, and the `__s_hash__` hook with its callback.
 
 use std::cell::{Cell, RefCell};
-
 use std::mem::{ManuallyDrop, MaybeUninit};
 
 use super::{
@@ -100,7 +99,8 @@ impl Memo {
     #[inline]
     fn get(&self, obj: usize) -> Option<u64> {
         if self.len <= MEMO_INLINE {
-            self.slots().iter().find(|e| e.0 == obj).map(|e| e.1)
+            // (the latest entry of an object, as a map insert would keep)
+            self.slots().iter().rev().find(|e| e.0 == obj).map(|e| e.1)
         } else {
             self.map.get(&obj).map(|e| e.1)
         }
