@@ -7,6 +7,7 @@
 
 using namespace tvm::ffi;
 using harness::Call;
+using harness::ThenBreakCycle;
 
 namespace {
 
@@ -126,15 +127,7 @@ CASE("json.err.write_int_key") { return Stringify(Map<Any, Any>({{1, 2}})); });
 CASE("json.err.write_list_cycle") {
   List<Any> l({1});
   l.push_back(l);
-  Any r;
-  try {
-    r = Stringify(l);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return ThenBreakCycle([&] { return Stringify(l); }, [&] { l.clear(); });
 });
 CASE("json.write.shared_list_twice") {
   List<Any> l({1});

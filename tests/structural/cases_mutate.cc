@@ -261,15 +261,9 @@ CASE("mutate.err.not_a_mutator") { return Call("ffi.StructuralMutatorMutate", Ar
 CASE("ours.map.list_cycle") {
   List<Any> l({1});
   l.push_back(l);
-  Any r;
-  try {
-    r = Call("ffi.StructuralMap", l, Table({{TypeIndex::kTVMFFIInt, AddOne()}}), Array<Any>(), 1);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return harness::ThenBreakCycle(
+      [&] { return Call("ffi.StructuralMap", l, Table({{TypeIndex::kTVMFFIInt, AddOne()}}), Array<Any>(), 1); },
+      [&] { l.clear(); });
 });
 
 // A callback releasing the container whose element is being mutated: the official library

@@ -13,6 +13,7 @@ namespace {
 using namespace tvm::ffi;
 using harness::BigIntOf;
 using harness::Call;
+using harness::ThenBreakCycle;
 using namespace st;
 
 Any ToStr(const Any& v, const Any& meta = Any(nullptr)) { return Call("ffi.ToJSONGraphString", v, meta); }
@@ -147,28 +148,12 @@ CASE("ser.err.nested_function") { return ToStr(Array<Any>({1, Function::FromType
 CASE("ser.err.list_cycle") {
   List<Any> l({1});
   l.push_back(l);
-  Any r;
-  try {
-    r = ToStr(l);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return ThenBreakCycle([&] { return ToStr(l); }, [&] { l.clear(); });
 });
 CASE("ser.err.dict_cycle") {
   Dict<Any, Any> d;
   d.Set(String("self"), d);
-  Any r;
-  try {
-    r = ToStr(d);
-  } catch (...) {
-    d.clear();
-    throw;
-  }
-  d.clear();
-  return r;
+  return ThenBreakCycle([&] { return ToStr(d); }, [&] { d.clear(); });
 });
 // Cycles through an immutable container or an object: reported at the List or Dict on them,
 // one loop in, as the official writer (which checks only those) reports them.
@@ -176,44 +161,20 @@ CASE("ser.err.array_list_cycle") {
   List<Any> l;
   Array<Any> a({l});
   l.push_back(a);
-  Any r;
-  try {
-    r = ToStr(a);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return ThenBreakCycle([&] { return ToStr(a); }, [&] { l.clear(); });
 });
 CASE("ser.err.map_dict_cycle") {
   Dict<Any, Any> d;
   Map<Any, Any> m({{String("x"), d}});
   d.Set(String("y"), m);
-  Any r;
-  try {
-    r = ToStr(m);
-  } catch (...) {
-    d.clear();
-    throw;
-  }
-  d.clear();
-  return r;
+  return ThenBreakCycle([&] { return ToStr(m); }, [&] { d.clear(); });
 });
 CASE("ser.err.object_list_cycle") {
   auto box = make_object<st::BoxObj>();
   ObjectRef b(box);
   List<Any> l({b});
   box->v = l;
-  Any r;
-  try {
-    r = ToStr(b);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return ThenBreakCycle([&] { return ToStr(b); }, [&] { l.clear(); });
 });
 CASE("ser.shared_list_not_a_cycle") {
   List<Any> l({1});
@@ -307,15 +268,7 @@ CASE("ours.ser.object_cycle") {
   auto box = make_object<st::BoxObj>();
   ObjectRef b(box);
   box->v = Array<Any>({b});
-  Any r;
-  try {
-    r = ToStr(b);
-  } catch (...) {
-    box->v = nullptr;
-    throw;
-  }
-  box->v = nullptr;
-  return r;
+  return ThenBreakCycle([&] { return ToStr(b); }, [&] { box->v = nullptr; });
 });
 
 }  // namespace

@@ -360,15 +360,7 @@ CASE("sh.hook") {
 CASE("ours.se.list_cycle") {
   List<Any> l({1});
   l.push_back(l);
-  Any r;
-  try {
-    r = SE(l, l);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return harness::ThenBreakCycle([&] { return SE(l, l); }, [&] { l.clear(); });
 });
 CASE("sh.deep") {
   Any v = 1;
@@ -391,50 +383,26 @@ using namespace tvm::ffi;
 using harness::Call;
 
 // Cycles: the official library recurses until its stack overflows; these run on ours only.
-template <typename F>
-Any WithCycleCleared(List<Any> l, F f) {
-  Any r;
-  try {
-    r = f();
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
-}
-
 CASE("ours.sh.list_cycle") {
   List<Any> l({1});
   l.push_back(Array<Any>({l}));
-  return WithCycleCleared(l, [&] { return Call("ffi.StructuralHash", l, false, false); });
+  return harness::ThenBreakCycle([&] { return Call("ffi.StructuralHash", l, false, false); },
+                                 [&] { l.clear(); });
 });
 CASE("ours.se.dict_cycle") {
   Dict<Any, Any> d;
   d.Set(1, d);
-  Any r;
-  try {
-    r = Call("ffi.StructuralEqual", d, d, false, false);
-  } catch (...) {
-    d.clear();
-    throw;
-  }
-  d.clear();
-  return r;
+  return harness::ThenBreakCycle(
+      [&] { return Call("ffi.StructuralEqual", d, d, false, false); },
+      [&] { d.clear(); });
 });
 CASE("ours.sh.object_cycle") {
   auto box = make_object<st::BoxObj>();
   ObjectRef b(box);
   box->v = Array<Any>({b});
-  Any r;
-  try {
-    r = Call("ffi.StructuralHash", b, false, false);
-  } catch (...) {
-    box->v = nullptr;
-    throw;
-  }
-  box->v = nullptr;
-  return r;
+  return harness::ThenBreakCycle(
+      [&] { return Call("ffi.StructuralHash", b, false, false); },
+      [&] { box->v = nullptr; });
 });
 CASE("ours.se.object_cycle_two_boxes") {
   auto b1 = make_object<st::BoxObj>();
@@ -442,17 +410,9 @@ CASE("ours.se.object_cycle_two_boxes") {
   ObjectRef r1(b1), r2(b2);
   b1->v = r1;
   b2->v = r2;
-  Any r;
-  try {
-    r = Call("ffi.StructuralEqual", r1, r2, false, false);
-  } catch (...) {
-    b1->v = nullptr;
-    b2->v = nullptr;
-    throw;
-  }
-  b1->v = nullptr;
-  b2->v = nullptr;
-  return r;
+  return harness::ThenBreakCycle(
+      [&] { return Call("ffi.StructuralEqual", r1, r2, false, false); },
+      [&] { b1->v = nullptr; b2->v = nullptr; });
 });
 CASE("ours.sh.kept_callback") {
   // A hook that keeps its callback and calls it after the walk gets an error, not a dangling walk.
@@ -468,15 +428,9 @@ CASE("ours.sh.hooked_cycle") {
   auto box = make_object<st::BoxObj>();
   ObjectRef b(box);
   box->v = st::Hooked(b, 1, 0);
-  Any r;
-  try {
-    r = Call("ffi.StructuralHash", b, false, false);
-  } catch (...) {
-    box->v = nullptr;
-    throw;
-  }
-  box->v = nullptr;
-  return r;
+  return harness::ThenBreakCycle(
+      [&] { return Call("ffi.StructuralHash", b, false, false); },
+      [&] { box->v = nullptr; });
 });
 }  // namespace
 

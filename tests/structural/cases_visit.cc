@@ -196,15 +196,9 @@ CASE("ours.walk.list_cycle") {
   List<Any> l({1});
   l.push_back(l);
   Function cb = Function::FromTyped([](AnyView v) -> Any { return nullptr; });
-  Any r;
-  try {
-    r = Call("ffi.StructuralWalk", l, Entries({{kAnyTi, cb}}), Array<Any>(), 0);
-  } catch (...) {
-    l.clear();
-    throw;
-  }
-  l.clear();
-  return r;
+  return harness::ThenBreakCycle(
+      [&] { return Call("ffi.StructuralWalk", l, Entries({{kAnyTi, cb}}), Array<Any>(), 0); },
+      [&] { l.clear(); });
 });
 
 }  // namespace

@@ -276,6 +276,23 @@ inline Any Call(const char* name, Args&&... args) {
   return Function::GetGlobalRequired(name)(std::forward<Args>(args)...);
 }
 
+/*!
+ * \brief Runs `f` on a value in a reference cycle, then `break_cycle` (also when `f` throws),
+ *  so that the case leaks nothing (and valgrind stays clean).
+ */
+template <typename F, typename G>
+inline Any ThenBreakCycle(F f, G break_cycle) {
+  Any r;
+  try {
+    r = f();
+  } catch (...) {
+    break_cycle();
+    throw;
+  }
+  break_cycle();
+  return r;
+}
+
 /*! \brief A BigInt from little-endian 64-bit words. */
 inline Any BigIntOf(std::vector<int64_t> words) {
   TVMFFIByteArray bytes{reinterpret_cast<const char*>(words.data()), words.size() * 8};
