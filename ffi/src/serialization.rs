@@ -14,7 +14,7 @@ use crate::abi::*;
 use crate::any::{Any, AnyView};
 use crate::array::Array;
 use crate::error::{Error, Result};
-use crate::function::Function;
+use crate::function::{mismatch_type_key, Function};
 use crate::hash::{any_equal, any_hash};
 use crate::list::List;
 use crate::map::{Dict, Map};
@@ -50,20 +50,10 @@ fn enum_kind(ti: i32) -> EnumKind {
     }
 }
 
-/// The type key a conversion error names: the value's own type index (`ffi.SmallStr` for a
-/// short string), or the object's type.
-fn mismatch_key(v: &AnyView<'_>) -> String {
-    if v.type_index() >= kTVMFFIStaticObjectBegin {
-        v.type_key()
-    } else {
-        type_key_of(v.type_index())
-    }
-}
-
 fn cannot_convert(v: &AnyView<'_>, to: &str) -> Error {
     Error::type_error(format!(
         "Cannot convert from type `{}` to `{to}`",
-        mismatch_key(v)
+        mismatch_type_key(v)
     ))
 }
 
@@ -626,7 +616,7 @@ fn json_ints(v: &AnyView<'_>, want: &str) -> Result<Vec<i64>> {
             kTVMFFIInt | kTVMFFIBool => Ok(x.as_view().as_i64().unwrap_or(0)),
             _ => Err(Error::type_error(format!(
                 "Cannot convert from type `Array[index {i}: {}]` to `{want}`",
-                mismatch_key(&x.as_view())
+                mismatch_type_key(&x.as_view())
             ))),
         })
         .collect()
@@ -938,7 +928,7 @@ pub fn bigint_json_hooks() -> (Function, Function) {
             Some(v) => {
                 return Err(Error::type_error(format!(
                     "Cannot treat type `{}` as type `str`",
-                    mismatch_key(v)
+                    mismatch_type_key(v)
                 )))
             }
             None => Vec::new(),
