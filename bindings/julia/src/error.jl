@@ -81,6 +81,7 @@ The `ffi.Error` kind a Julia exception becomes when it leaves a Julia callback:
 | `MethodError`, `TypeError`, `UndefKeywordError`                        | `TypeError`    |
 | `BoundsError`                                                          | `IndexError`   |
 | `KeyError`                                                             | `KeyError`     |
+| `StackOverflowError`                                                   | `RecursionError` |
 | anything else (`ErrorException` from `error(...)`, ...)                | `RuntimeError` |
 """
 error_kind(e::TVMError) = e.kind
@@ -88,10 +89,12 @@ error_kind(::Union{ArgumentError,DomainError,InexactError,OverflowError,Dimensio
 error_kind(::Union{MethodError,TypeError,UndefKeywordError}) = "TypeError"
 error_kind(::BoundsError) = "IndexError"
 error_kind(::KeyError) = "KeyError"
+error_kind(::StackOverflowError) = "RecursionError"
 error_kind(::Any) = "RuntimeError"
 
 error_message(e::TVMError) = e.message
 error_message(e::Union{ErrorException,ArgumentError}) = e.msg
+error_message(::StackOverflowError) = "StackOverflowError: the callback overflowed its task's stack"
 error_message(e::Exception) = sprint(showerror, e)
 error_message(e) = string("non-exception value thrown: ", repr(e))
 
@@ -145,7 +148,7 @@ function _new_error_handle(kind::String, msg::String, bt::String)
 end
 
 # Raise `e` (caught in a callback) as the thread's FFI error. Never throws.
-function _raise_julia_exception(e, bt)
+function _raise_julia_exception(@nospecialize(e), bt)
     try
         if e isa TVMError && e.handle != C_NULL
             TVMFFIErrorSetRaised(e.handle)  # the slot takes its own reference

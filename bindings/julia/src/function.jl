@@ -296,17 +296,65 @@ library's frames cannot be recovered (Julia's handler then deadlocks or aborts t
 """
 const MAX_CALLBACK_DEPTH = Ref(1000)
 
+"""
+Bytes of stack a Julia callback must find left on its task to start (at most a quarter of the
+task's stack is asked for). With less, the callback raises a `RecursionError` instead of
+running: callbacks that each recurse deeply in Julia overflow the stack before
+`MAX_CALLBACK_DEPTH` nested calls, and the error a callback raises needs stack of its own
+(formatting, and compiling what formats it the first time).
+"""
+const CALLBACK_STACK_RESERVE = Ref(1 << 20)
+
 # Nesting depth of callbacks per thread (sized in `__init__`). A chain of nested callbacks runs
 # on one task, and a task does not move between threads (Julia 1.5); tasks interleaving on a
 # thread (a callback that yields) only add up, which errs on the safe side. A per-thread slot
 # costs ~2 ns where task-local storage cost ~20 ns of a ~65 ns callback.
 const CALLBACK_DEPTH = Int[]
 
+# Per thread (sized in `__init__`): the task whose stack is described, its stack's lowest
+# address and size (0 and 0 when the runtime cannot tell, which turns the check off). The task
+# is held, so the slot cannot describe a collected task's successor at the same address.
+const STACK_TASK = Any[]
+const STACK_BASE = UInt[]
+const STACK_SIZE = UInt[]
+
+@inline _frame_address() = Base.llvmcall(("declare i8* @llvm.frameaddress(i32)",
+    "%1 = call i8* @llvm.frameaddress(i32 0)\n%2 = ptrtoint i8* %1 to i64\nret i64 %2"),
+    UInt64, Tuple{})
+
+# Whether the running task has `CALLBACK_STACK_RESERVE` bytes (or a quarter of its stack) left
+# below this frame (stacks grow down). ~2 ns while the thread stays on one task.
+@inline function _stack_left(tid::Int)
+    t = current_task()
+    STACK_TASK[tid] === t || _describe_stack!(tid, t)
+    need = min(UInt(CALLBACK_STACK_RESERVE[]), STACK_SIZE[tid] >> 2)
+    return _frame_address() - STACK_BASE[tid] >= need
+end
+
+@noinline function _describe_stack!(tid::Int, t::Task)
+    base, size = UInt(0), UInt(0)
+    try
+        n = Ref{Csize_t}(0)
+        owner = Ref{Cint}(0)
+        p = ccall(:jl_task_stack_buffer, Ptr{Cvoid}, (Any, Ref{Csize_t}, Ref{Cint}), t, n, owner)
+        # the running task's stack holds this frame; anything else is not a description of it
+        if p != C_NULL && UInt(p) < _frame_address() < UInt(p) + n[]
+            base, size = UInt(p), UInt(n[])
+        end
+    catch  # a runtime without `jl_task_stack_buffer`: the depth limit alone guards
+    end
+    STACK_TASK[tid] = t
+    STACK_BASE[tid] = base
+    STACK_SIZE[tid] = size
+    return nothing
+end
+
 function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
                                result::Ptr{TVMFFIAny})::Cint
     tid = Threads.threadid()
     d = CALLBACK_DEPTH[tid]
-    d < MAX_CALLBACK_DEPTH[] || return _callbacks_too_deep()
+    d < MAX_CALLBACK_DEPTH[] || return _callbacks_too_deep(d)
+    _stack_left(tid) || return _stack_too_short(d)
     CALLBACK_DEPTH[tid] = d + 1
     # one `try` (a setjmp, ~10 ns): the depth is decremented on both paths, not in a `finally`
     try
@@ -320,11 +368,22 @@ function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
     end
 end
 
-@noinline function _callbacks_too_deep()::Cint
+@noinline function _callbacks_too_deep(depth::Int)::Cint
+    _raise_recursion_error(
+        "AnyFFI: Julia callbacks nested more than $(MAX_CALLBACK_DEPTH[]) deep on one thread " *
+        "(unbounded recursion through the FFI?); AnyFFI.MAX_CALLBACK_DEPTH[] sets the limit")
+end
+
+@noinline function _stack_too_short(depth::Int)::Cint
+    _raise_recursion_error(
+        "AnyFFI: a Julia callback nested $depth deep found less than " *
+        "$(CALLBACK_STACK_RESERVE[] >> 10) KiB of its task's stack left (deep recursion through " *
+        "the FFI?); AnyFFI.CALLBACK_STACK_RESERVE[] sets the reserve")
+end
+
+function _raise_recursion_error(msg::String)::Cint
     try
-        throw(TVMError("RecursionError",
-            "AnyFFI: Julia callbacks nested more than $(MAX_CALLBACK_DEPTH[]) deep on one thread " *
-            "(unbounded recursion through the FFI?); AnyFFI.MAX_CALLBACK_DEPTH[] sets the limit"))
+        throw(TVMError("RecursionError", msg))
     catch e
         _raise_julia_exception(e, catch_backtrace())
     end

@@ -78,6 +78,34 @@
         @test h(500) == 500
     end
 
+    @testset "callbacks that each use much stack stop before the stack overflows" begin
+        # each level recurses `per` frames in Julia before calling back in: the stack runs out
+        # far below MAX_CALLBACK_DEPTH (this crashed or hung the process before the reserve)
+        burn(k, n, per) = k == 0 ? APPLY(m -> burn(per, m, per), n + 1) : burn(k - 1, n, per) + 1
+        for per in (200, 1000)
+            e = catch_tvm(() -> burn(per, 0, per))
+            @test e isa TVMError && e.kind == "RecursionError"
+            @test occursin("CALLBACK_STACK_RESERVE", e.message)
+            e = fetch(@async catch_tvm(() -> burn(per, 0, per)))   # a task's 4 MiB stack
+            @test e isa TVMError && e.kind == "RecursionError"
+        end
+        # a task with a small stack of its own: a quarter of it is the reserve
+        t = Task(() -> catch_tvm(() -> burn(50, 0, 50)), 256 * 1024)
+        schedule(t)
+        e = fetch(t)
+        @test e isa TVMError && e.kind == "RecursionError"
+        # a stack overflow inside one callback comes back as a RecursionError
+        deep(n) = deep(n + 1) + 1
+        e = catch_tvm(() -> APPLY(x -> deep(0), 1))
+        @test e isa TVMError && e.kind == "RecursionError"
+        @test startswith(e.message, "StackOverflowError")
+        e = fetch(@async catch_tvm(() -> APPLY(x -> deep(0), 1)))
+        @test e isa TVMError && e.kind == "RecursionError"
+        # the per-thread bookkeeping is back to zero, and shallow nesting works as before
+        @test AnyFFI.CALLBACK_DEPTH[Threads.threadid()] == 0
+        @test APPLY(n -> APPLY(m -> m + 1, n), 1) == 2
+    end
+
     @testset "callback backtraces look frames up once" begin
         # StackTraces.lookup of a system-image frame takes ~4 ms on Julia 1.5, so frames are
         # cached by address (AnyFFI.FRAME_CACHE); the backtrace reads the same through it
