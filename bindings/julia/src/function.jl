@@ -305,15 +305,20 @@ running: callbacks that each recurse deeply in Julia overflow the stack before
 """
 const CALLBACK_STACK_RESERVE = Ref(1 << 20)
 
-# Nesting depth of callbacks per thread (sized in `__init__`). A chain of nested callbacks runs
-# on one task, and a task does not move between threads (Julia 1.5); tasks interleaving on a
-# thread (a callback that yields) only add up, which errs on the safe side. A per-thread slot
-# costs ~2 ns where task-local storage cost ~20 ns of a ~65 ns callback.
+# Callback nesting depth, kept per task with a per-thread fast path (all sized in `__init__`):
+# CALLBACK_DEPTH[tid] is the depth of STACK_TASK[tid], the task that last entered or left a
+# callback on the thread; when another task does, `_switch_task!` files the old task's depth
+# (if it is inside callbacks, suspended: a callback that yields) in SUSPENDED_DEPTHS[tid] and
+# takes out the new one's. So tasks interleaving on a thread count apart (1000 tasks waiting
+# inside callbacks are not recursion), at a pointer compare per entry and exit. A task does
+# not move between threads in Julia 1.5 (see the README for 1.7+).
 const CALLBACK_DEPTH = Int[]
+const SUSPENDED_DEPTHS = IdDict{Any,Int}[]
 
-# Per thread (sized in `__init__`): the task whose stack is described, its stack's lowest
-# address and size (0 and 0 when the runtime cannot tell, which turns the check off). The task
-# is held, so the slot cannot describe a collected task's successor at the same address.
+# Per thread (sized in `__init__`): the task whose depth and stack are described, its stack's
+# lowest address and size (0 and 0 when the runtime cannot tell, which turns the stack check
+# off). The task is held, so the slot cannot describe a collected task's successor at the same
+# address.
 const STACK_TASK = Any[]
 const STACK_BASE = UInt[]
 const STACK_SIZE = UInt[]
@@ -322,16 +327,18 @@ const STACK_SIZE = UInt[]
     "%1 = call i8* @llvm.frameaddress(i32 0)\n%2 = ptrtoint i8* %1 to i64\nret i64 %2"),
     UInt64, Tuple{})
 
-# Whether the running task has `CALLBACK_STACK_RESERVE` bytes (or a quarter of its stack) left
-# below this frame (stacks grow down). ~2 ns while the thread stays on one task.
+# Whether the running task `t` has `CALLBACK_STACK_RESERVE` bytes (or a quarter of its stack)
+# left below this frame (stacks grow down).
 @inline function _stack_left(tid::Int)
-    t = current_task()
-    STACK_TASK[tid] === t || _describe_stack!(tid, t)
     need = min(UInt(CALLBACK_STACK_RESERVE[]), STACK_SIZE[tid] >> 2)
     return _frame_address() - STACK_BASE[tid] >= need
 end
 
-@noinline function _describe_stack!(tid::Int, t::Task)
+@noinline function _switch_task!(tid::Int, t::Task)
+    old = STACK_TASK[tid]
+    saved = SUSPENDED_DEPTHS[tid]
+    old === nothing || CALLBACK_DEPTH[tid] == 0 || (saved[old] = CALLBACK_DEPTH[tid])
+    CALLBACK_DEPTH[tid] = pop!(saved, t, 0)
     base, size = UInt(0), UInt(0)
     try
         n = Ref{Csize_t}(0)
@@ -349,20 +356,29 @@ end
     return nothing
 end
 
+# The running task's slot on its thread (switched to it when another task used it last).
+@inline function _task_slot()
+    tid = Threads.threadid()
+    t = current_task()
+    STACK_TASK[tid] === t || _switch_task!(tid, t)
+    return tid
+end
+
 function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
                                result::Ptr{TVMFFIAny})::Cint
-    tid = Threads.threadid()
+    tid = _task_slot()
     d = CALLBACK_DEPTH[tid]
     d < MAX_CALLBACK_DEPTH[] || return _callbacks_too_deep(d)
     _stack_left(tid) || return _stack_too_short(d)
     CALLBACK_DEPTH[tid] = d + 1
-    # one `try` (a setjmp, ~10 ns): the depth is decremented on both paths, not in a `finally`
+    # one `try` (a setjmp, ~10 ns): the depth is decremented on both paths, not in a `finally`;
+    # the slot is looked up again, as other tasks may have run callbacks here meanwhile
     try
         _call_callback(self, args, n, result)
-        CALLBACK_DEPTH[tid] -= 1
+        CALLBACK_DEPTH[_task_slot()] -= 1
         return Cint(0)
     catch e
-        CALLBACK_DEPTH[tid] -= 1
+        CALLBACK_DEPTH[_task_slot()] -= 1
         _raise_julia_exception(e, catch_backtrace())
         return Cint(-1)
     end
@@ -370,7 +386,7 @@ end
 
 @noinline function _callbacks_too_deep(depth::Int)::Cint
     _raise_recursion_error(
-        "AnyFFI: Julia callbacks nested more than $(MAX_CALLBACK_DEPTH[]) deep on one thread " *
+        "AnyFFI: Julia callbacks nested more than $(MAX_CALLBACK_DEPTH[]) deep on one task " *
         "(unbounded recursion through the FFI?); AnyFFI.MAX_CALLBACK_DEPTH[] sets the limit")
 end
 

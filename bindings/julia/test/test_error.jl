@@ -106,6 +106,39 @@
         @test APPLY(n -> APPLY(m -> m + 1, n), 1) == 2
     end
 
+    @testset "tasks waiting inside callbacks count apart" begin
+        # more tasks than MAX_CALLBACK_DEPTH suspended inside a callback on one thread at once
+        # (a callback that waits): not recursion (they read as 1000 nested calls before)
+        n = AnyFFI.MAX_CALLBACK_DEPTH[] + 100
+        go = Channel{Nothing}(n)
+        entered = Threads.Atomic{Int}(0)
+        tasks = [@async APPLY(i) do k
+                     Threads.atomic_add!(entered, 1)
+                     take!(go)
+                     k + 1
+                 end for i in 1:n]
+        while entered[] < n && !any(istaskdone, tasks)
+            yield()
+        end
+        @test entered[] == n
+        foreach(_ -> put!(go, nothing), 1:n)
+        @test [fetch(t) for t in tasks] == 2:n+1
+        # the depth limit still holds within one task, also after tasks interleaved
+        g(n) = APPLY(g, n + 1)
+        e = fetch(@async catch_tvm(() -> g(0)))
+        @test e isa TVMError && e.kind == "RecursionError" && occursin("1000 deep", e.message)
+        # two tasks nesting alternately: each counts its own levels
+        ch = [Channel{Int}(1) for _ in 1:2]
+        depth_seen = zeros(Int, 2)
+        nest(who, level) = level == 5 ? (depth_seen[who] = AnyFFI.CALLBACK_DEPTH[AnyFFI._task_slot()]) :
+            APPLY(l -> (yield(); nest(who, l)), level + 1)
+        t1 = @async nest(1, 0)
+        t2 = @async nest(2, 0)
+        fetch(t1); fetch(t2)
+        @test depth_seen == [5, 5]
+        @test AnyFFI.CALLBACK_DEPTH[AnyFFI._task_slot()] == 0
+    end
+
     @testset "callback backtraces look frames up once" begin
         # StackTraces.lookup of a system-image frame takes ~4 ms on Julia 1.5, so frames are
         # cached by address (AnyFFI.FRAME_CACHE); the backtrace reads the same through it
