@@ -327,12 +327,11 @@ const STACK_SIZE = UInt[]
     "%1 = call i8* @llvm.frameaddress(i32 0)\n%2 = ptrtoint i8* %1 to i64\nret i64 %2"),
     UInt64, Tuple{})
 
-# Whether the running task `t` has `CALLBACK_STACK_RESERVE` bytes (or a quarter of its stack)
-# left below this frame (stacks grow down).
-@inline function _stack_left(tid::Int)
-    need = min(UInt(CALLBACK_STACK_RESERVE[]), STACK_SIZE[tid] >> 2)
-    return _frame_address() - STACK_BASE[tid] >= need
-end
+# Bytes the running task (the one in `tid`'s slot) must have left below this frame to start a
+# callback: `CALLBACK_STACK_RESERVE`, or a quarter of its stack when that is less.
+@inline _stack_needed(tid::Int) = min(UInt(CALLBACK_STACK_RESERVE[]), STACK_SIZE[tid] >> 2)
+# (stacks grow down; an unknown stack, base and size 0, always has enough)
+@inline _stack_left(tid::Int) = _frame_address() - STACK_BASE[tid] >= _stack_needed(tid)
 
 @noinline function _switch_task!(tid::Int, t::Task)
     old = STACK_TASK[tid]
@@ -368,8 +367,8 @@ function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
                                result::Ptr{TVMFFIAny})::Cint
     tid = _task_slot()
     d = CALLBACK_DEPTH[tid]
-    d < MAX_CALLBACK_DEPTH[] || return _callbacks_too_deep(d)
-    _stack_left(tid) || return _stack_too_short(d)
+    d < MAX_CALLBACK_DEPTH[] || return _callbacks_too_deep()
+    _stack_left(tid) || return _stack_too_short(tid, d)
     CALLBACK_DEPTH[tid] = d + 1
     # one `try` (a setjmp, ~10 ns): the depth is decremented on both paths, not in a `finally`;
     # the slot is looked up again, as other tasks may have run callbacks here meanwhile
@@ -384,16 +383,16 @@ function _safe_call_trampoline(self::Ptr{Cvoid}, args::Ptr{TVMFFIAny}, n::Int32,
     end
 end
 
-@noinline function _callbacks_too_deep(depth::Int)::Cint
+@noinline function _callbacks_too_deep()::Cint
     _raise_recursion_error(
         "AnyFFI: Julia callbacks nested more than $(MAX_CALLBACK_DEPTH[]) deep on one task " *
         "(unbounded recursion through the FFI?); AnyFFI.MAX_CALLBACK_DEPTH[] sets the limit")
 end
 
-@noinline function _stack_too_short(depth::Int)::Cint
+@noinline function _stack_too_short(tid::Int, depth::Int)::Cint
     _raise_recursion_error(
         "AnyFFI: a Julia callback nested $depth deep found less than " *
-        "$(CALLBACK_STACK_RESERVE[] >> 10) KiB of its task's stack left (deep recursion through " *
+        "$(_stack_needed(tid) >> 10) KiB of its task's stack left (deep recursion through " *
         "the FFI?); AnyFFI.CALLBACK_STACK_RESERVE[] sets the reserve")
 end
 

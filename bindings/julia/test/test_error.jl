@@ -94,6 +94,7 @@
         schedule(t)
         e = fetch(t)
         @test e isa TVMError && e.kind == "RecursionError"
+        @test occursin("less than 64 KiB", e.message)
         # a stack overflow inside one callback comes back as a RecursionError
         deep(n) = deep(n + 1) + 1
         e = catch_tvm(() -> APPLY(x -> deep(0), 1))
