@@ -138,6 +138,13 @@
         fetch(t1); fetch(t2)
         @test depth_seen == [5, 5]
         @test AnyFFI.CALLBACK_DEPTH[AnyFFI._task_slot()] == 0
+        # tasks recursing without bound, yielding at every level: each stops at its own limit
+        # (on any thread), and every slot and saved depth is back to nothing after
+        deep_yield(n) = APPLY(m -> (yield(); deep_yield(m)), n + 1)
+        kinds = fetch.([Threads.@spawn(catch_tvm(() -> deep_yield(0))) for _ in 1:4])
+        @test all(e -> e isa TVMError && e.kind == "RecursionError" &&
+                       occursin("1000 deep", e.message), kinds)
+        @test all(==(0), AnyFFI.CALLBACK_DEPTH) && all(isempty, AnyFFI.SUSPENDED_DEPTHS)
     end
 
     @testset "callback backtraces look frames up once" begin
