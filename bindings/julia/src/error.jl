@@ -66,7 +66,14 @@ ignored.
     h = TVMFFIErrorMoveFromRaised()
     h == C_NULL && return TVMError("InternalError",
         "an FFI call returned $rc but raised no error (no error in the thread's TLS slot)")
-    return TVMError(h; borrowed = false)
+    e = TVMError(h; borrowed = false)
+    # an interrupt (Ctrl-C in a Julia callback, a KeyboardInterrupt in a Python one) stays an
+    # interrupt: code that stops on `InterruptException` sees one
+    if e.kind == "KeyboardInterrupt"
+        release!(e)
+        return InterruptException()
+    end
+    return e
 end
 
 """
@@ -82,6 +89,8 @@ The `ffi.Error` kind a Julia exception becomes when it leaves a Julia callback:
 | `BoundsError`                                                          | `IndexError`   |
 | `KeyError`                                                             | `KeyError`     |
 | `StackOverflowError`                                                   | `RecursionError` |
+| `InterruptException` (comes back from a call as an `InterruptException`) | `KeyboardInterrupt` |
+| `OutOfMemoryError`                                                     | `MemoryError`  |
 | anything else (`ErrorException` from `error(...)`, ...)                | `RuntimeError` |
 """
 error_kind(e::TVMError) = e.kind
@@ -90,6 +99,8 @@ error_kind(::Union{MethodError,TypeError,UndefKeywordError}) = "TypeError"
 error_kind(::BoundsError) = "IndexError"
 error_kind(::KeyError) = "KeyError"
 error_kind(::StackOverflowError) = "RecursionError"
+error_kind(::InterruptException) = "KeyboardInterrupt"
+error_kind(::OutOfMemoryError) = "MemoryError"
 error_kind(::Any) = "RuntimeError"
 
 error_message(e::TVMError) = e.message

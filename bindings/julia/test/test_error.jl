@@ -36,6 +36,7 @@
             (() -> error("plain error"), "RuntimeError", "plain error"),
             (() -> throw(TVMError("CustomKind", "custom message")), "CustomKind", "custom message"),
             (() -> throw(42), "RuntimeError", "42"),
+            (() -> throw(OutOfMemoryError()), "MemoryError", "OutOfMemoryError"),
         ]
         for (f, kind, needle) in cases
             e = catch_tvm(() -> APPLY(f))
@@ -46,6 +47,19 @@
         end
         e = catch_tvm(() -> APPLY(() -> error("where")))
         @test occursin("File \"", e.backtrace)           # Julia frames, library format
+        # an interrupt in a callback is a KeyboardInterrupt to the library, and comes back out
+        # of the call as an InterruptException (also through nested callbacks and from the
+        # library's own raise of that kind)
+        for f in (() -> APPLY(() -> throw(InterruptException())),
+                  () -> APPLY(() -> APPLY(() -> throw(InterruptException()))),
+                  () -> TVMFunction(() -> throw(InterruptException()))(),
+                  () -> RAISE("KeyboardInterrupt", "from elsewhere"))
+            @test try f(); false catch ex; ex isa InterruptException end
+        end
+        seen = Ref("")
+        APPLY(() -> try APPLY(() -> throw(InterruptException())) catch ex
+                        seen[] = string(typeof(ex)) end)
+        @test seen[] == "InterruptException"
     end
 
     @testset "errors pass through nested callbacks unchanged" begin
