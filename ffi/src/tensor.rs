@@ -356,6 +356,29 @@ impl ObjectRef<TensorObj> {
         build(dl, Owner::Source(source), true)
     }
 
+    /// Whether the memory is read-only: imported from a versioned DLPack producer that set
+    /// `DLPACK_FLAG_BITMASK_READ_ONLY` (a read-only numpy array or memory map), or a view of
+    /// such a tensor. An `ffi.Tensor` has no flag of its own in the official layout, so the
+    /// import's managed tensor is the record; every binding sees it (`AnyFFITensorIsReadOnly`),
+    /// the ops and `runtime.copy_` refuse such an output, and versioned exports carry the flag.
+    pub fn is_read_only(&self) -> bool {
+        let mut t: &TensorObj = self;
+        loop {
+            match &t.owner {
+                Owner::Versioned(mt) => {
+                    // SAFETY: the managed tensor is ours until the tensor dies.
+                    let flags = unsafe { (**mt).flags };
+                    return flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
+                }
+                Owner::Source(s) if s.type_index() == kTVMFFITensor => {
+                    // SAFETY: a live ffi.Tensor, kept by `t`, which `self` keeps.
+                    t = unsafe { &*(s.as_ptr() as *const TensorObj) };
+                }
+                _ => return false,
+            }
+        }
+    }
+
     /// `TVMFFITensorToDLPack`: a new managed tensor that holds a reference to `self`.
     pub fn to_dlpack(&self) -> *mut DLManagedTensor {
         Box::into_raw(Box::new(DLManagedTensor {
@@ -374,7 +397,11 @@ impl ObjectRef<TensorObj> {
             },
             manager_ctx: self.clone().into_raw() as *mut c_void,
             deleter: Some(delete_managed_versioned),
-            flags: 0,
+            flags: if self.is_read_only() {
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            } else {
+                0
+            },
             dl_tensor: self.dl_tensor,
         }))
     }
@@ -518,6 +545,71 @@ mod tests {
         // SAFETY: our own deleter.
         unsafe { (*back).deleter.unwrap()(back) };
         assert_eq!(DELETED.load(Ordering::SeqCst), before + 1);
+    }
+
+    unsafe extern "C" fn free_versioned(mt: *mut DLManagedTensorVersioned) {
+        // SAFETY: created with Box in the test.
+        drop(unsafe { Box::from_raw(mt) });
+    }
+
+    #[test]
+    fn a_read_only_import_stays_read_only_in_views_and_exports() {
+        let mut data = vec![0f32; 6];
+        let mut shape = vec![6i64];
+        let import = |data: &mut Vec<f32>, shape: &mut Vec<i64>, flags: u64| {
+            let mt = Box::into_raw(Box::new(DLManagedTensorVersioned {
+                version: DLPackVersion { major: 1, minor: 0 },
+                manager_ctx: ptr::null_mut(),
+                deleter: Some(free_versioned),
+                flags,
+                dl_tensor: DLTensor {
+                    data: data.as_mut_ptr() as *mut c_void,
+                    device: DLDevice {
+                        device_type: kDLCPU,
+                        device_id: 0,
+                    },
+                    ndim: 1,
+                    dtype: DLDataType {
+                        code: kDLFloat,
+                        bits: 32,
+                        lanes: 1,
+                    },
+                    shape: shape.as_mut_ptr(),
+                    strides: ptr::null_mut(),
+                    byte_offset: 0,
+                },
+            }));
+            // SAFETY: mt is valid.
+            unsafe { Tensor::from_dlpack_versioned(mt, 0, false) }.unwrap()
+        };
+        let ro = import(&mut data, &mut shape, DLPACK_FLAG_BITMASK_READ_ONLY);
+        assert!(ro.is_read_only());
+        // SAFETY: the same storage, fewer elements.
+        let view = unsafe { ro.view_with(ro.dl_tensor.data, &[2, 3], &[3, 1], 0) };
+        // SAFETY: likewise.
+        let view2 = unsafe { view.view_with(view.dl_tensor.data, &[3], &[1], 0) };
+        assert!(view.is_read_only() && view2.is_read_only());
+        // SAFETY: a view over `ro`'s storage, kept alive by it.
+        let unsafe_view =
+            unsafe { Tensor::unsafe_view(view2.clone().upcast(), &view2.dl_tensor) }.unwrap();
+        assert!(unsafe_view.is_read_only());
+        let out = ro.to_dlpack_versioned();
+        // SAFETY: our own export, released once.
+        unsafe {
+            assert_eq!(
+                (*out).flags & DLPACK_FLAG_BITMASK_READ_ONLY,
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            );
+            (*out).deleter.unwrap()(out);
+        }
+        let rw = import(&mut data, &mut shape, 0);
+        assert!(!rw.is_read_only());
+        let out = rw.to_dlpack_versioned();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!((*out).flags, 0);
+            (*out).deleter.unwrap()(out);
+        }
     }
 
     #[test]

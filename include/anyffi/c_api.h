@@ -854,6 +854,15 @@ int TVMFFITensorFromDLPackVersioned(struct DLManagedTensorVersioned *from,
                                     void **out);
 
 /**
+ * Whether `tensor` (borrowed) is read-only memory: 1 when it was imported from a versioned
+ * DLPack producer that flagged it `DLPACK_FLAG_BITMASK_READ_ONLY` (or is a view of such a
+ * tensor), 0 otherwise, -1 with an error raised when `tensor` is not an `ffi.Tensor`. Ops
+ * refuse such a tensor as an output, and versioned exports of it carry the flag. Not part of
+ * the TVM FFI ABI.
+ */
+int AnyFFITensorIsReadOnly(void *tensor);
+
+/**
  * Exports `tensor` (borrowed) as a new legacy managed tensor that holds a reference to it.
  */
 int TVMFFITensorToDLPack(void *tensor, struct DLManagedTensor **out);

@@ -72,6 +72,13 @@ impl<'a, 'v> Args<'a, 'v> {
     pub fn dltensor(&self, i: usize, name: &str) -> Result<*mut DLTensor> {
         dltensor_arg(&self.args[i], self.func, name)
     }
+
+    /// A tensor argument the function writes into: as `dltensor`, and not read-only memory.
+    pub fn output_dltensor(&self, i: usize, name: &str) -> Result<*mut DLTensor> {
+        let t = dltensor_arg(&self.args[i], self.func, name)?;
+        check_writable(&self.args[i], self.func, name)?;
+        Ok(t)
+    }
 }
 
 #[cold]
@@ -190,6 +197,19 @@ pub fn tensor_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<Tensor> {
 pub fn dltensor_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<*mut DLTensor> {
     v.as_dltensor_ptr()
         .ok_or_else(|| expected(func, arg, "ffi.Tensor or DLTensor*", v))
+}
+
+/// Refuses argument `arg`, which a function writes into, when it is an `ffi.Tensor` over
+/// read-only memory (imported from a DLPack producer that flagged it read-only, or a view of
+/// one: `TensorObj::is_read_only`). A borrowed `DLTensor*` carries no such flag.
+pub fn check_writable(v: &AnyView<'_>, func: &str, arg: &str) -> Result<()> {
+    match v.as_object_of::<TensorObj>() {
+        Some(t) if t.is_read_only() => Err(Error::value_error(format!(
+            "{func}: output `{arg}` is read-only memory (its DLPack producer exported it \
+             read-only); write into a copy"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Prefixes `func: ` to an error message that does not name the function yet.

@@ -271,6 +271,17 @@ except AttributeError:  # another library (the official one): the unchecked ABI 
     AnyFFIFunctionCreateChecked = TVMFFIFunctionCreate
 
 
+# int AnyFFITensorIsReadOnly(TVMFFIObjectHandle tensor) (not part of the TVM FFI ABI): 1 when the
+# tensor's memory was imported read-only (DLPack's READ_ONLY flag), 0 if not, -1 on error. None on
+# another library (the official one keeps no such record).
+try:
+    AnyFFITensorIsReadOnly = PYLIB.AnyFFITensorIsReadOnly
+    AnyFFITensorIsReadOnly.argtypes = [c_void_p]
+    AnyFFITensorIsReadOnly.restype = c_int
+except AttributeError:
+    AnyFFITensorIsReadOnly = None
+
+
 # int TVMFFIFunctionGetGlobal(const TVMFFIByteArray* name, TVMFFIObjectHandle* out);
 @_cfunc("TVMFFIFunctionGetGlobal", [POINTER(TVMFFIByteArray), POINTER(c_void_p)], c_int, keep_gil=True)
 def TVMFFIFunctionGetGlobal(name: Any, out: Any, /) -> int: ...

@@ -15,7 +15,7 @@ from .container import Shape
 from .device import Device, device
 from .dtype import dtype
 from .function import GlobalFunctions
-from .tensor import Tensor, check_tensor_like, check_writable, from_dlpack
+from .tensor import Tensor, _read_only, check_tensor_like, check_writable, from_dlpack
 
 api = GlobalFunctions("runtime")
 
@@ -111,7 +111,7 @@ _SHAPES: dict[tuple, Shape] = {}
 def _same_ro(src: Any, out: Tensor) -> Tensor:
     """``out`` (a view of, or ``src`` itself moved/copied) read-only when ``src`` is: the flag
     lives on the Python object (`Tensor.read_only`), so every derived view must carry it."""
-    if isinstance(src, Tensor) and src._ro and isinstance(out, Tensor) and not out._ro:
+    if isinstance(src, Tensor) and _read_only(src) and isinstance(out, Tensor) and not _read_only(out):
         out._ro = True
     return out
 

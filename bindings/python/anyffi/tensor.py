@@ -76,7 +76,7 @@ def check_writable(func: str, name: str, x: Any) -> None:
     if getattr(getattr(x, "flags", None), "writeable", True) is False:
         raise ValueError(f"{func}: `{name}` is a read-only numpy array")
     if isinstance(x, Tensor):
-        if x._ro:
+        if _read_only(x):
             raise ValueError(f"{func}: `{name}` is a read-only tensor")
         return
     if _np is not None and isinstance(x, _np.ndarray):
@@ -354,6 +354,17 @@ if _np is not None:
 # -- Tensor -----------------------------------------------------------------------------------
 
 
+def _read_only(t: "Tensor", _ask=_capi.AnyFFITensorIsReadOnly) -> bool:
+    """Whether ``t``'s memory is read-only. A view or a tensor this package imported knows it; a
+    wrapper made for a handle (a function's result, a callback's argument, a container's element)
+    asks the library once: the read-only flag of a DLPack import stays with the ffi.Tensor there,
+    whichever wrapper, binding or thread holds it (the official library keeps no such record)."""
+    r = t._ro
+    if r is None:
+        r = t._ro = bool(_ask is not None and t._h and _ask(t._h) == 1)
+    return r
+
+
 @register_object("ffi.Tensor", _capi.kTensor)
 class Tensor(Object):
     """An n-dimensional array: an owned ``ffi.Tensor``, or a borrowed ``DLTensor`` view."""
@@ -366,7 +377,7 @@ class Tensor(Object):
         o._h = h
         o._dl = h + _capi.OBJ_CELL
         o._keep = None
-        o._ro = False
+        o._ro = None  # not known yet: `_read_only` asks the library once, when it matters
         o._exported = False
         return o
 
@@ -392,7 +403,7 @@ class Tensor(Object):
     @property
     def read_only(self) -> bool:
         """Whether the producer exported this memory read-only (numpy views of it are too)."""
-        return self._ro
+        return _read_only(self)
 
     def close(self) -> None:
         if getattr(self, "_exported", False):
@@ -522,10 +533,10 @@ class Tensor(Object):
         out = ctypes.c_void_p()
         if max_version is not None and max_version[0] >= 1:
             check_call(_capi.TVMFFITensorToDLPackVersioned(h, ctypes.byref(out)))
-            if self._ro:
+            if _read_only(self):
                 Q[qi(out.value + _VERSIONED_FLAGS_OFFSET)] |= _DLPACK_FLAG_READ_ONLY
             return _PyCapsule_New(out.value, _VERSIONED, _CAPSULE_DESTRUCTOR_ADDR)
-        if self._ro:
+        if _read_only(self):
             raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
         check_call(_capi.TVMFFITensorToDLPack(h, ctypes.byref(out)))
         return _PyCapsule_New(out.value, _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
@@ -564,7 +575,7 @@ class Tensor(Object):
             "version": 3,
             "shape": self.shape,
             "typestr": f"<{kind}{item}",
-            "data": (self.data_ptr, self._ro),
+            "data": (self.data_ptr, _read_only(self)),
             "strides": tuple(s * item for s in self.strides),
         }
 
@@ -582,7 +593,7 @@ class Tensor(Object):
         # closing this one (``close()``, a ``with`` block) cannot free the memory under it.
         _capi.TVMFFIObjectIncRef(h)
         holder = Tensor._from_owned(h)
-        holder._ro = self._ro
+        holder._ro = _read_only(self)
         holder._keep = self  # ... and keeps this Python object alive too, as before
         return np.asarray(holder) if ml is None else np.asarray(_Bits(holder)).view(ml)
 
@@ -758,10 +769,10 @@ def _managed_tensor(dl_src, shape, strides, versioned: bool, read_only: bool, ke
 
 
 def _export_view(t: Tensor, versioned: bool) -> object:
-    if t._ro and not versioned:
+    if _read_only(t) and not versioned:
         raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
     src = _capi.DLTensor.from_address(t._dlt())
-    addr = _managed_tensor(src, t.shape, t.strides, versioned, t._ro, t._pin_owner())
+    addr = _managed_tensor(src, t.shape, t.strides, versioned, _read_only(t), t._pin_owner())
     return _PyCapsule_New(addr, _VERSIONED if versioned else _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
 
 

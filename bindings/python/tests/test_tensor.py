@@ -385,6 +385,74 @@ def test_read_only_memory_stays_read_only():
     assert not anyffi.from_dlpack(np.arange(3.0)).read_only
 
 
+needs_read_only_record = pytest.mark.skipif(
+    anyffi._capi.AnyFFITensorIsReadOnly is None,
+    reason="the library keeps no read-only record of its tensors (AnyFFITensorIsReadOnly)",
+)
+
+
+@needs_read_only_record
+def test_read_only_stays_with_the_ffi_tensor_through_every_wrapper(t, tmp_path):
+    # the flag lives with the ffi.Tensor in the library: a function's result, a container's
+    # element and a callback's argument are read-only too (each was a writable wrapper before,
+    # and an op or numpy view wrote into the read-only memory; a memory map segfaulted)
+    b = bytes(range(8))
+    src = np.frombuffer(b, np.uint8)
+    ro = anyffi.from_dlpack(src)
+    assert ro.read_only
+    r = t.echo(ro)
+    assert r.same_as(ro) and r.read_only and not r.numpy().flags.writeable
+    e = anyffi.Array([ro])[0]
+    assert e.read_only and not e.numpy().flags.writeable
+    seen = []
+    t.apply(lambda v: seen.append((v.read_only, v.numpy().flags.writeable)), ro)
+    assert seen == [(True, False)]
+    f32 = np.arange(4, dtype=np.float32)
+    f32.flags.writeable = False
+    rof = t.echo(anyffi.from_dlpack(f32))
+    with pytest.raises(ValueError, match="read-only"):
+        anyffi.ops.add(f32, f32, out=rof)
+    with pytest.raises(ValueError, match="read-only"):
+        anyffi.ops.add(f32, f32, out=anyffi.Array([rof])[0])
+    np.testing.assert_array_equal(f32, [0, 1, 2, 3])
+    if NUMPY_DLPACK_1:  # exports of any wrapper carry the flag
+        with pytest.raises(ValueError):
+            np.from_dlpack(r)[0] = 9
+    assert b == bytes(range(8))
+    # a read-only memory map inside a container: its element stays read-only (writing it
+    # through numpy segfaulted)
+    path = tmp_path / "mm.bin"
+    np.arange(16, dtype=np.float32).tofile(path)
+    m = np.memmap(path, dtype=np.float32, mode="r")
+    el = anyffi.Array([m])[0]
+    assert el.read_only
+    with pytest.raises(ValueError):
+        el.numpy()[0] = 1.0
+    # writable tensors stay writable through the same paths
+    w = t.echo(anyffi.from_dlpack(np.arange(3.0)))
+    assert not w.read_only and w.numpy().flags.writeable
+
+
+@needs_read_only_record
+@needs_global("ops.add", "runtime.copy_")
+def test_the_library_refuses_read_only_outputs_for_every_binding(t):
+    # the ops and runtime.copy_ check the ffi.Tensor itself, so callers other than this package
+    # (C, Julia, the official tvm_ffi package) are refused too: call the globals directly
+    ro_np = np.arange(4, dtype=np.float32)
+    ro_np.flags.writeable = False
+    ro = anyffi.from_dlpack(ro_np)
+    add = anyffi.get_global_func("ops.add")
+    with pytest.raises(ValueError, match=r"ops.add: output `c` is read-only memory"):
+        add(ro, ro, ro)
+    copy_ = anyffi.get_global_func("runtime.copy_")
+    with pytest.raises(ValueError, match=r"runtime.copy_: output `dst` is read-only memory"):
+        copy_(ro, anyffi.from_dlpack(np.zeros(4, np.float32)))
+    view = anyffi.runtime.view(ro, (2, 2))  # a view of a read-only tensor is one too
+    with pytest.raises(ValueError, match="read-only memory"):
+        add(view, view, view)
+    np.testing.assert_array_equal(ro_np, [0, 1, 2, 3])
+
+
 def test_complex_tensors_have_a_dtype_repr_and_numpy_view():
     x = np.arange(3).astype(np.complex64) * (1 + 2j)
     tc = anyffi.from_dlpack(x)

@@ -67,6 +67,27 @@ unsafe fn tensor_arg(p: *mut c_void, func: &str) -> crate::error::Result<Tensor>
     Ok(unsafe { ObjectRef::from_raw_borrowed(NonNull::new_unchecked(p as *mut TensorObj)) })
 }
 
+/// Whether `tensor` (borrowed) is read-only memory: 1 when it was imported from a versioned
+/// DLPack producer that flagged it `DLPACK_FLAG_BITMASK_READ_ONLY` (or is a view of such a
+/// tensor), 0 otherwise, -1 with an error raised when `tensor` is not an `ffi.Tensor`. Ops
+/// refuse such a tensor as an output, and versioned exports of it carry the flag. Not part of
+/// the TVM FFI ABI.
+#[no_mangle]
+pub unsafe extern "C" fn AnyFFITensorIsReadOnly(tensor: *mut c_void) -> c_int {
+    let mut read_only = false;
+    let rc = guard(|| {
+        // SAFETY: checked handle.
+        let t = unsafe { tensor_arg(tensor, "AnyFFITensorIsReadOnly") }?;
+        read_only = t.is_read_only();
+        Ok(())
+    });
+    if rc != 0 {
+        rc
+    } else {
+        c_int::from(read_only)
+    }
+}
+
 /// Exports `tensor` (borrowed) as a new legacy managed tensor that holds a reference to it.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFITensorToDLPack(

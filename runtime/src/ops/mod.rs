@@ -455,6 +455,7 @@ pub(crate) fn output_arg<'a>(
     name: &'static str,
 ) -> Result<TensorArg<'a>> {
     let t = tensor_arg(op, args, idx, name)?;
+    crate::args::check_writable(&args[idx], op, name)?;
     // an empty output is not written; a layout that fails the overlap rule is named by its
     // plainest cause, a zero stride, when it has one
     if t.shape.contains(&0) || strides_disjoint(t.shape, t.strides()) {

@@ -506,7 +506,7 @@ pub(crate) fn register() -> Result<()> {
          any layouts and devices)",
         |args| {
             let a = Args::new("runtime.copy_", &["dst", "src"], args)?;
-            let dst = a.dltensor(0, "dst")?;
+            let dst = a.output_dltensor(0, "dst")?;
             let src = a.dltensor(1, "src")?;
             // SAFETY: arguments are live for the call (borrowed views).
             unsafe { copy_dl(dst, src) }?;
