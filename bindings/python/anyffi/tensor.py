@@ -369,7 +369,8 @@ def _read_only(t: "Tensor", _ask=_capi.AnyFFITensorIsReadOnly) -> bool:
 class Tensor(Object):
     """An n-dimensional array: an owned ``ffi.Tensor``, or a borrowed ``DLTensor`` view."""
 
-    __slots__ = ("_dl", "_keep", "_ro", "_exported")
+    # _owners: the ffi.Tensors a borrowed view's DLPack exports were made from (`_export_view`)
+    __slots__ = ("_dl", "_keep", "_ro", "_exported", "_owners")
 
     @classmethod
     def _from_owned(cls, h: int) -> "Tensor":
@@ -379,6 +380,7 @@ class Tensor(Object):
         o._keep = None
         o._ro = None  # not known yet: `_read_only` asks the library once, when it matters
         o._exported = False
+        o._owners = None
         return o
 
     @classmethod
@@ -390,6 +392,7 @@ class Tensor(Object):
         o._keep = keep
         o._ro = False
         o._exported = False
+        o._owners = None
         return o
 
     def _pin_owner(self) -> Any:
@@ -418,6 +421,7 @@ class Tensor(Object):
             return
         self._dl = 0
         self._keep = None
+        self._owners = None
         super().close()
 
     def _conv_without_handle(self, k: int, fr) -> None:
@@ -769,11 +773,27 @@ def _managed_tensor(dl_src, shape, strides, versioned: bool, read_only: bool, ke
 
 
 def _export_view(t: Tensor, versioned: bool) -> object:
-    if _read_only(t) and not versioned:
+    """A capsule of a borrowed view's memory. The view's managed tensor (whose deleter is Python
+    code) goes into an ``ffi.Tensor`` the view keeps, and the capsule is that tensor's export,
+    whose deleter is the library's: a consumer that fails and releases the capsule with its own
+    exception pending (``np.from_dlpack`` of a bfloat16 view) runs no Python code then (a
+    Python deleter there was a SystemError)."""
+    ro = _read_only(t)
+    if ro and not versioned:
         raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
     src = _capi.DLTensor.from_address(t._dlt())
-    addr = _managed_tensor(src, t.shape, t.strides, versioned, _read_only(t), t._pin_owner())
-    return _PyCapsule_New(addr, _VERSIONED if versioned else _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
+    addr = _managed_tensor(src, t.shape, t.strides, True, ro, t._pin_owner())
+    out = ctypes.c_void_p()
+    try:
+        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, 0, 0, ctypes.byref(out)))
+    except BaseException:
+        _VIEW_EXPORTS.pop(addr, None)
+        raise
+    owner = Tensor._from_owned(out.value)
+    owner._ro = ro
+    # the view keeps it (released when the view closes, or by the consumer, whichever is last)
+    t._owners = [owner] if t._owners is None else t._owners + [owner]
+    return owner.__dlpack__(max_version=(1, 0) if versioned else None)
 
 
 class _RawArray:

@@ -123,3 +123,30 @@ def test_byte_swapped_bfloat16_is_refused():
 def test_ml_dtypes_scalar_types_are_dtypes():
     assert anyffi.dtype(ml_dtypes.bfloat16) == "bfloat16"
     assert anyffi.dtype(ml_dtypes.float8_e5m2) == "float8_e5m2"
+
+
+@needs_global("anyffi.testing.apply")
+def test_numpy_refusing_a_bfloat16_view_is_its_own_error(capfd):
+    # numpy takes a callback view's capsule, then refuses bfloat16 and releases the capsule with
+    # its exception pending: the release must run no Python code (a Python deleter there turned
+    # numpy's error into a SystemError and printed "Exception ignored")
+    apply = anyffi.get_global_func("anyffi.testing.apply")
+
+    def cb(x):
+        try:
+            np.from_dlpack(x)
+        except BaseException as e:  # noqa: BLE001 - whatever numpy raises is the result
+            return f"{type(e).__name__}: {e}"
+        return "imported"
+
+    got = apply(anyffi.Function(cb), np.arange(4, dtype=bf16))
+    assert got.startswith("RuntimeError") or got == "imported", got
+    gc.collect()
+    assert "Exception ignored" not in capfd.readouterr().err
+    # a float32 view still exports, and what numpy keeps outlives the call and the caller's array
+    kept = []
+    big = np.arange(1 << 18, dtype=np.float32)
+    apply(anyffi.Function(lambda x: kept.append(np.from_dlpack(x))), big)
+    del big
+    gc.collect()
+    assert kept[0][1] == 1.0 and kept[0][-1] == (1 << 18) - 1
