@@ -53,6 +53,8 @@ class dtype(str):
                 import numpy
 
                 s = numpy.dtype(s)
+            if all(hasattr(s, a) for a in ("isnative", "kind", "itemsize", "str")):
+                _check_numpy_dtype(s)
             # numpy dtypes and other objects with a name; torch dtypes print as "torch.float32"
             s = str(getattr(s, "name", s))
             if s.startswith("torch."):
@@ -69,7 +71,15 @@ class dtype(str):
             return d
         b = s.encode()
         out = _capi.DLDataType()
-        check_call(_capi.TVMFFIDataTypeFromString(_capi.byte_array(b), ctypes.byref(out)))
+        try:
+            check_call(_capi.TVMFFIDataTypeFromString(_capi.byte_array(b), ctypes.byref(out)))
+        except ValueError:
+            # complex types: DLPack has them (code 5), the library's parser does not; the names
+            # are the ones `_from_packed` gives them (and numpy's)
+            packed = _NAMED_HERE.get(s)
+            if packed is None:
+                raise
+            return _from_packed(packed)
         d = _from_packed(out.code | (out.bits << 8) | (out.lanes << 16))
         if str(d) != s:
             # spelled as the user wrote it ("int", "float"), as the official package keeps it;
@@ -111,7 +121,40 @@ class dtype(str):
         return f"dtype('{str(self)}')"
 
     def __reduce__(self):
-        return (dtype, (str(self),))
+        return (_restore, (str(self), self._packed))
+
+
+# Types the library's parser does not know but DLPack has, by the names `_from_packed` gives them.
+_NAMED_HERE = {f"complex{b}" + (f"x{n}" if n != 1 else ""): 5 | (b << 8) | (n << 16)
+               for b in (32, 64, 128) for n in (1, 2, 4, 8, 16)}
+
+
+def _restore(s: str, packed: int) -> dtype:
+    """Unpickles a dtype: by its text when that names the same type (which keeps a spelling such
+    as "int"), else from its DLDataType."""
+    try:
+        d = dtype(s)
+        if d._packed == packed:
+            return d
+    except (ValueError, TypeError):
+        pass
+    return _from_packed(packed)
+
+
+def _check_numpy_dtype(dt) -> None:
+    """ValueError for numpy dtypes with no DLPack type of the same name: non-native byte order
+    (DLPack has none) and numpy's long double (x87 extended precision padded to 16 bytes, not
+    IEEE binary128, whatever its name `float128` says)."""
+    if not dt.isnative:
+        raise ValueError(
+            f"anyffi.dtype: numpy dtype {dt.str!r} has non-native byte order, which DLPack cannot "
+            f"describe; use {dt.newbyteorder('=').name!r}"
+        )
+    if (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
+        raise ValueError(
+            f"anyffi.dtype: numpy dtype {dt.name!r} is the platform's long double, not an IEEE "
+            f"type DLPack describes"
+        )
 
 
 _BY_TEXT: dict[str, dtype] = {}

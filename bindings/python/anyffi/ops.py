@@ -22,16 +22,19 @@ from .tensor import Tensor, check_tensor_like, check_writable, from_dlpack
 api = GlobalFunctions("ops")
 
 
-def _check(op: str, name: str, x: Any) -> None:
-    """TypeError naming the op and the argument unless ``x`` is tensor-like."""
-    check_tensor_like(f"anyffi.ops.{op}", name, x)
+def _check(op: str, name: str, x: Any) -> Any:
+    """TypeError naming the op and the argument unless ``x`` is tensor-like; what to pass (a
+    capsule's Tensor)."""
+    return check_tensor_like(f"anyffi.ops.{op}", name, x)
 
 
 def _meta(op: str, name: str, x: Any) -> tuple[tuple[int, ...], dtype, Device, Any]:
     """(shape, dtype, device, the value to pass) of the tensor-like argument ``name``."""
     if isinstance(x, Tensor):
         return x.shape, x.dtype, x.device, x
-    _check(op, name, x)
+    x = _check(op, name, x)
+    if isinstance(x, Tensor):  # a capsule's
+        return x.shape, x.dtype, x.device, x
     if type(x).__module__ == "numpy":
         try:
             return tuple(x.shape), dtype(x.dtype), cpu, x
@@ -72,7 +75,7 @@ def _out(op: str, out: Optional[Any], shape, dt, dev) -> Any:
     """``out`` checked, or a new output of ``shape``/``dt`` on ``dev``."""
     if out is None:
         return runtime.empty(shape, dt, dev)
-    _check(op, "out", out)
+    out = _check(op, "out", out)
     check_writable(f"anyffi.ops.{op}", "out", out)
     return out
 
@@ -150,7 +153,7 @@ def _reworded(op: str, e: Exception, made: bool, first: str, dev: Any, inputs: t
 def add(a: Any, b: Any, out: Optional[Any] = None) -> Any:
     """``a + b`` element-wise (same shape and dtype)."""
     shape, dt, dev, a = _meta("add", "a", a)
-    _check("add", "b", b)
+    b = _check("add", "b", b)
     made = out is None
     out = _out("add", out, shape, dt, dev)
     _call("add", out, a, b, made=made, first="a", dev=dev, inputs=(("b", b),))
@@ -168,8 +171,8 @@ def argmax(vals: Any, out: Optional[tuple[Any, Any]] = None) -> tuple[Any, Any]:
                 f"anyffi.ops.argmax: `out` must be a pair (max_idx, max_val), got {type(out).__name__}"
             )
         max_idx, max_val = out
-        _check("argmax", "out[0]", max_idx)
-        _check("argmax", "out[1]", max_val)
+        max_idx = _check("argmax", "out[0]", max_idx)
+        max_val = _check("argmax", "out[1]", max_val)
         check_writable("anyffi.ops.argmax", "out[0]", max_idx)
         check_writable("anyffi.ops.argmax", "out[1]", max_val)
     _call("argmax", max_idx, max_val, vals)
@@ -193,7 +196,7 @@ def linear(x: Any, weight: Any, bias: Any = None, out: Optional[Any] = None) -> 
     xshape, dt, dev, x = _meta("linear", "x", x)
     wshape, _, _, weight = _meta("linear", "weight", weight)
     if bias is not None:
-        _check("linear", "bias", bias)
+        bias = _check("linear", "bias", bias)
     if not xshape:
         raise ValueError(f"anyffi.ops.linear: `x` must have at least 1 dimension, got shape {xshape}")
     _ndim("linear", "weight", wshape, 2)
@@ -231,7 +234,7 @@ def rearrange(x: Any, out: Optional[Any] = None) -> Any:
 def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) -> Any:
     """Row-wise RMS normalisation over the last dimension, scaled by ``weight``."""
     shape, dt, dev, x = _meta("rms_norm", "x", x)
-    _check("rms_norm", "weight", weight)
+    weight = _check("rms_norm", "weight", weight)
     eps = _number("rms_norm", "eps", eps)
     made = out is None
     out = _out("rms_norm", out, shape, dt, dev)
@@ -242,7 +245,7 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5, out: Optional[Any] = None) 
 def rope(x: Any, pos_ids: Any, theta: float = 10000.0, out: Optional[Any] = None) -> Any:
     """Rotary position embedding of ``x`` [seq, nhead, d] at positions ``pos_ids`` (int64 [seq])."""
     shape, dt, dev, x = _meta("rope", "x", x)
-    _check("rope", "pos_ids", pos_ids)
+    pos_ids = _check("rope", "pos_ids", pos_ids)
     theta = _number("rope", "theta", theta)
     made = out is None
     out = _out("rope", out, shape, dt, dev)
@@ -269,7 +272,7 @@ def self_attention(q: Any, k: Any, v: Any, scale: Optional[float] = None, out: O
 def swiglu(gate: Any, up: Any, out: Optional[Any] = None) -> Any:
     """``up * silu(gate)`` element-wise."""
     shape, dt, dev, gate = _meta("swiglu", "gate", gate)
-    _check("swiglu", "up", up)
+    up = _check("swiglu", "up", up)
     made = out is None
     out = _out("swiglu", out, shape, dt, dev)
     _call("swiglu", out, gate, up, made=made, first="gate", dev=dev, inputs=(("up", up),))

@@ -186,7 +186,7 @@ def empty(shape: Iterable[int], dt: Union[str, dtype] = "float32", d: DeviceLike
 def _owned(func: str, t: Any) -> Any:
     """A numpy array or other DLPack producer as an owning ffi.Tensor (keeping the producer's
     memory alive), as the view functions need: a borrowed DLTensor* cannot back a view."""
-    check_tensor_like(f"anyffi.runtime.{func}", "t", t)
+    t = check_tensor_like(f"anyffi.runtime.{func}", "t", t)
     return t if isinstance(t, Tensor) else from_dlpack(t)
 
 
@@ -210,7 +210,7 @@ def slice(t: Any, dim: int, start: int, end: int) -> Tensor:  # noqa: A001 - the
 
 
 def contiguous(t: Any) -> Tensor:
-    check_tensor_like("anyffi.runtime.contiguous", "t", t)
+    t = check_tensor_like("anyffi.runtime.contiguous", "t", t)
     out = _call("contiguous", t)
     if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
         return t  # already contiguous: the tensor itself (its read-only flag with it)
@@ -218,7 +218,7 @@ def contiguous(t: Any) -> Tensor:
 
 
 def to_device(t: Any, d: DeviceLike) -> Tensor:
-    check_tensor_like("anyffi.runtime.to_device", "t", t)
+    t = check_tensor_like("anyffi.runtime.to_device", "t", t)
     out = _call("to_device", t, _dev("to_device", d))
     if isinstance(t, Tensor) and isinstance(out, Tensor) and out.same_as(t):
         return t  # already there: the tensor itself
@@ -227,7 +227,7 @@ def to_device(t: Any, d: DeviceLike) -> Tensor:
 
 def copy_(dst: Any, src: Any) -> None:
     """Copies ``src`` into ``dst`` (same shape and dtype), across devices when needed."""
-    check_tensor_like("anyffi.runtime.copy_", "dst", dst)
-    check_tensor_like("anyffi.runtime.copy_", "src", src)
+    dst = check_tensor_like("anyffi.runtime.copy_", "dst", dst)
+    src = check_tensor_like("anyffi.runtime.copy_", "src", src)
     check_writable("anyffi.runtime.copy_", "dst", dst)
     _call("copy_", dst, src)

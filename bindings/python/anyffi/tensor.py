@@ -123,14 +123,21 @@ def _ml_numpy_dtype(d: dtype) -> Any:
     return np.dtype(t) if t is not None and ml_dtype_of(np.dtype(t)) == d else None
 
 
-def check_tensor_like(func: str, name: str, x: Any) -> None:
+def check_tensor_like(func: str, name: str, x: Any) -> Any:
     """TypeError naming the function and argument unless ``x`` is an anyffi Tensor, a DLPack
-    producer (numpy, torch, ...) or a DLPack capsule; then :func:`check_byte_order`."""
-    if not isinstance(x, Tensor) and not hasattr(x, "__dlpack__") and type(x).__name__ != "PyCapsule":
+    producer (numpy, torch, ...) or a DLPack capsule; then :func:`check_byte_order`. Returns
+    what to pass on: ``x``, or the Tensor a capsule holds (consumed here: the library cannot
+    take a capsule, which it would see as an opaque Python object)."""
+    if isinstance(x, Tensor):
+        return x
+    if not hasattr(x, "__dlpack__"):
+        if type(x).__name__ == "PyCapsule":
+            return from_dlpack(x)
         raise TypeError(
             f"{func}: `{name}` must be an anyffi.Tensor, a numpy array or a DLPack producer, got {type(x).__name__}"
         )
     check_byte_order(func, name, x)
+    return x
 
 
 def check_byte_order(func: str, name: str, x: Any) -> None:

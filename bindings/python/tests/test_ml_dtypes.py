@@ -140,7 +140,8 @@ def test_numpy_refusing_a_bfloat16_view_is_its_own_error(capfd):
         return "imported"
 
     got = apply(anyffi.Function(cb), np.arange(4, dtype=bf16))
-    assert got.startswith("RuntimeError") or got == "imported", got
+    # numpy 2 raises RuntimeError, numpy 1 BufferError (both "Unsupported dtype")
+    assert got == "imported" or got.split(":")[0] in ("RuntimeError", "BufferError"), got
     gc.collect()
     assert "Exception ignored" not in capfd.readouterr().err
     # a float32 view still exports, and what numpy keeps outlives the call and the caller's array

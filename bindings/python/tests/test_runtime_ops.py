@@ -15,6 +15,8 @@ from anyffi import ops, runtime
 from conftest import needs_global
 
 np = pytest.importorskip("numpy")
+# numpy >= 2.1: versioned DLPack capsules (with the read-only flag)
+NUMPY_DLPACK_1 = tuple(int(p) for p in np.__version__.split(".")[:2]) >= (2, 1)
 
 rng = np.random.default_rng(0)
 
@@ -519,6 +521,54 @@ def test_linear_of_a_vector(with_bias):
         ops.linear(x, w, out=np.zeros(4, np.float32))
 
 
+def test_numpy_dtypes_without_a_dlpack_type_are_refused_by_dtype():
+    # byte order was dropped (">f4" became float32, and memory copied under it read swapped)
+    # and numpy's long double became float128 (it is x87 extended precision, padded)
+    with pytest.raises(ValueError, match=r"non-native byte order"):
+        anyffi.dtype(np.dtype(">f4"))
+    if np.dtype(np.longdouble).itemsize > 8:  # (not a platform whose long double is a double)
+        with pytest.raises(ValueError, match=r"long double"):
+            anyffi.dtype(np.longdouble)
+    assert anyffi.dtype(np.dtype("<f4")) == "float32" and anyffi.dtype(np.dtype(">i1")) == "int8"
+
+
+def test_complex_dtypes_parse_pickle_and_copy():
+    import copy
+    import pickle
+
+    for name, bits in (("complex64", 64), ("complex128", 128)):
+        d = anyffi.dtype(name)
+        assert (d.code, d.bits, d.lanes) == (5, bits, 1) and d == anyffi.dtype(getattr(np, name))
+        assert pickle.loads(pickle.dumps(d)) == d and copy.deepcopy(d) == d
+        got = anyffi.from_dlpack(np.zeros(2, name)).dtype
+        assert pickle.loads(pickle.dumps(got)) == got == d
+    # a spelling the library keeps ("int") survives a pickle as written
+    assert str(pickle.loads(pickle.dumps(anyffi.dtype("int")))) == "int"
+
+
+@needs_global("ops.add", "ops.swiglu", "ops.rms_norm", "runtime.copy_", "runtime.contiguous")
+def test_dlpack_capsules_pass_in_every_tensor_position():
+    # only the first argument of an op took a capsule (converted while reading its shape);
+    # others reached the library as an opaque Python object
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(ops.add(a, a.__dlpack__()).numpy(), 2 * a)
+    np.testing.assert_array_equal(ops.add(a.__dlpack__(), a).numpy(), 2 * a)
+    out = np.zeros(4, np.float32)
+    ops.add(a, a, out=out.__dlpack__())
+    np.testing.assert_array_equal(out, 2 * a)
+    ops.swiglu(a, a.__dlpack__())
+    ops.rms_norm(a.reshape(1, 4), weight=np.ones(4, np.float32).__dlpack__())
+    dst = np.zeros(4, np.float32)
+    runtime.copy_(dst.__dlpack__(), a.__dlpack__())
+    np.testing.assert_array_equal(dst, a)
+    np.testing.assert_array_equal(runtime.contiguous(a.__dlpack__()).numpy(), a)
+    if NUMPY_DLPACK_1:
+        ro = np.arange(4, dtype=np.float32)
+        ro.flags.writeable = False
+        with pytest.raises(ValueError, match="read-only"):
+            ops.add(a, a, out=ro.__dlpack__(max_version=(1, 0)))
+
+
 @needs_global("ops.add", "ops.rearrange", "runtime.contiguous", "runtime.copy_")
 def test_byte_order_and_unnamed_dtypes_are_named():
     a = rand(3)
@@ -664,10 +714,11 @@ def test_remembered_shapes_devices_and_dtypes_stay_correct():
         assert t.shape == (n % 7 + 1, n) and t.device == anyffi.device("cpu")
     assert runtime.empty((2, 3), np.float16).dtype == anyffi.dtype("float16")
     assert anyffi.dtype(np.dtype("float32")) is anyffi.dtype(np.dtype("float32"))
-    assert anyffi.dtype(np.dtype(">f4")) == "float32"  # as before: numpy's name
-    for _ in range(2):  # a failure is not remembered as anything
+    for _ in range(2):  # a failure is not remembered as anything (">f4" after "<f4" included)
         with pytest.raises(ValueError):
             anyffi.dtype(np.dtype("U3"))
+        with pytest.raises(ValueError, match="byte order"):
+            anyffi.dtype(np.dtype(">f4"))
 
 
 @needs_global("ops.self_attention")
