@@ -45,6 +45,9 @@ _shape_cell(s::TVMShape) =
     unsafe_load(Ptr{LibAnyFFI.TVMFFIShapeCell}(_live_handle(s) + LibAnyFFI.OBJECT_HEADER_SIZE))
 Base.length(s::TVMShape) = Int(_shape_cell(s).size)
 Base.size(s::TVMShape) = (length(s),)
+# Bool is no index (as for a Vector: `v[true]` is an ArgumentError, not v[1])
+@noinline _bool_index(i::Bool) = throw(ArgumentError("invalid index: $i of type Bool"))
+Base.getindex(::TVMShape, i::Bool) = _bool_index(i)
 function Base.getindex(s::TVMShape, i::Integer)
     c = _shape_cell(s)
     1 <= i <= c.size || throw(BoundsError(s, i))
@@ -65,6 +68,9 @@ Base.:(==)(t::Union{Tuple,AbstractVector}, s::TVMShape) = s == t
 # (Dict and Set keys) holds with the tuple only, or equal keys would hash apart.
 Base.isequal(s::TVMShape, t::AbstractVector) = false
 Base.isequal(t::AbstractVector, s::TVMShape) = false
+Base.isequal(s::TVMShape, t::Tuple) = isequal(Tuple(s), t)
+Base.isequal(t::Tuple, s::TVMShape) = isequal(t, Tuple(s))
+Base.isequal(s::TVMShape, t::TVMShape) = s == t
 Base.show(io::IO, s::TVMShape) =
     _released(s) ? print(io, "TVMShape(<released>)") : print(io, "TVMShape(", Tuple(s), ")")
 
@@ -114,13 +120,25 @@ _seq_cell(a::TVMArray) =
 Base.length(a::TVMArray) = Int(_seq_cell(a).size)
 Base.length(l::TVMList) = Int(_require_global("ffi.ListSize")(l))
 Base.size(a::_Seq) = (length(a),)
-function Base.getindex(l::TVMList, i::Integer)
-    1 <= i <= typemax(Int64) || throw(BoundsError(l, i))  # (ListGetItem takes an int)
+Base.getindex(::TVMList, i::Bool) = _bool_index(i)
+Base.getindex(::TVMArray, i::Bool) = _bool_index(i)
+Base.setindex!(::TVMList, v, i::Bool) = _bool_index(i)
+Base.insert!(::TVMList, i::Bool, v) = _bool_index(i)
+Base.deleteat!(::TVMList, i::Bool) = _bool_index(i)
+
+# A List call at index `i` (1-based) that another thread may have made out of range since it
+# was checked: the library's IndexError is the BoundsError the check would have raised.
+function _list_at(f, l::TVMList, i::Integer, args...)
     try
-        return _require_global("ffi.ListGetItem")(l, i - 1)
+        return f(l, i - 1, args...)
     catch e
         (e isa TVMError && e.kind == "IndexError") ? throw(BoundsError(l, i)) : rethrow()
     end
+end
+
+function Base.getindex(l::TVMList, i::Integer)
+    1 <= i <= typemax(Int64) || throw(BoundsError(l, i))  # (ListGetItem takes an int)
+    return _list_at(_require_global("ffi.ListGetItem"), l, i)
 end
 function Base.getindex(a::TVMArray, i::Integer)
     c = _seq_cell(a)
@@ -137,36 +155,77 @@ Base.eltype(::Type{<:_Seq}) = Any
 Base.firstindex(::_Seq) = 1
 Base.lastindex(a::_Seq) = length(a)
 Base.collect(a::_Seq) = Any[x for x in a]
-Base.show(io::IO, a::_Seq) = _released(a) ? print(io, nameof(typeof(a)), "(<released>)") :
-    print(io, nameof(typeof(a)), "(", repr(collect(a)), ")")
+function Base.show(io::IO, a::_Seq)
+    _released(a) && return print(io, nameof(typeof(a)), "(<released>)")
+    _show_once(io, a) do io
+        print(io, nameof(typeof(a)), "([")
+        for (i, x) in enumerate(a)
+            i > 1 && print(io, ", ")
+            show(io, x)
+        end
+        print(io, "])")
+    end
+end
+
+# Shows a container through `f(io)` unless it is already being shown further out (a container
+# that holds itself): then a marker, as Base prints for a Vector that contains itself. Element
+# wrappers are new objects each time, so the containers on the way are kept by handle.
+function _show_once(f, io::IO, x)
+    h = UInt(x.handle)
+    d = 1
+    if io isa IOContext
+        for (k, v) in io.dict
+            if k === :anyffi_showing
+                v === h && return print(io, "#= circular reference @-$d =#")
+                d += 1
+            end
+        end
+    end
+    return f(IOContext(io, :anyffi_showing => h))
+end
 
 function Base.setindex!(l::TVMList, v, i::Integer)
     1 <= i <= length(l) || throw(BoundsError(l, i))
-    _require_global("ffi.ListSetItem")(l, i - 1, _owned_elem(v))
+    _list_at(_require_global("ffi.ListSetItem"), l, i, _owned_elem(v))
     return l
 end
 Base.push!(l::TVMList, v) = (_require_global("ffi.ListAppend")(l, _owned_elem(v)); l)
+# The last element at the moment of the pop: the library pops by index, so a list another
+# thread shortens between the length and the pop is read again (a push in between leaves the
+# same list as the pop before it would).
 function Base.pop!(l::TVMList)
-    isempty(l) && throw(ArgumentError("TVMList must be non-empty"))
-    return _require_global("ffi.ListPop")(l, length(l) - 1)
+    listpop = _require_global("ffi.ListPop")
+    while true
+        n = length(l)
+        n == 0 && throw(ArgumentError("TVMList must be non-empty"))
+        try
+            return listpop(l, n - 1)
+        catch e
+            (e isa TVMError && e.kind == "IndexError") || rethrow()
+        end
+    end
 end
 function Base.insert!(l::TVMList, i::Integer, v)
     1 <= i <= length(l) + 1 || throw(BoundsError(l, i))
-    _require_global("ffi.ListInsert")(l, i - 1, _owned_elem(v))
+    _list_at(_require_global("ffi.ListInsert"), l, i, _owned_elem(v))
     return l
 end
 function Base.deleteat!(l::TVMList, i::Integer)
     1 <= i <= length(l) || throw(BoundsError(l, i))
-    _require_global("ffi.ListErase")(l, i - 1)
+    _list_at(_require_global("ffi.ListErase"), l, i)
     return l
 end
 Base.empty!(l::TVMList) = (_require_global("ffi.ListClear")(l); l)
 Base.append!(l::TVMList, xs) = (foreach(x -> push!(l, x), collect(xs)); l)
+# One library call (a read of l[1] then an erase returned one element to two threads and lost
+# the next one)
 function Base.popfirst!(l::TVMList)
-    isempty(l) && throw(ArgumentError("TVMList must be non-empty"))
-    v = l[1]
-    deleteat!(l, 1)
-    return v
+    try
+        return _require_global("ffi.ListPop")(l, 0)
+    catch e
+        (e isa TVMError && e.kind == "IndexError") || rethrow()
+        throw(ArgumentError("TVMList must be non-empty"))
+    end
 end
 Base.isempty(a::_Seq) = length(a) == 0
 
@@ -242,9 +301,15 @@ function Base.iterate(m::TVMDict)
     it = _mapfn(m, "ForwardIterFunctor")(m)
     pairs = Pair{Any,Any}[]
     sizehint!(pairs, len)
-    while true
-        push!(pairs, it(0) => it(1))
-        it(2) || break
+    try
+        while true
+            push!(pairs, it(0) => it(1))
+            it(2) || break
+        end
+    catch e
+        # another thread added or removed keys while the pairs were read
+        (e isa TVMError && occursin("changed size during iteration", e.message)) || rethrow()
+        throw(InvalidStateException("TVMDict changed size during iteration", :modified))
     end
     return iterate(m, (pairs, 0, len))
 end
@@ -276,12 +341,48 @@ function Base.deepcopy_internal(m::TVMDict, d::IdDict)
     end
     return c
 end
+# An Array or a Map never changes, but what it holds may (a TVMList, a TVMDict): deepcopy
+# rebuilds it from deep-copied elements, as for a Julia tuple of vectors. It cannot exist
+# before its elements, so a cycle back to it (through a List or Dict, which are registered
+# before their elements are copied) makes the inner copy first, which is then the copy.
+function Base.deepcopy_internal(a::TVMArray, d::IdDict)
+    key = _copy_key(a)
+    haskey(d, key) && return d[key]::TVMArray
+    xs = Any[Base.deepcopy_internal(x, d) for x in a]
+    haskey(d, key) && return d[key]::TVMArray
+    return d[key] = TVMArray(xs)
+end
+function Base.deepcopy_internal(m::TVMMap, d::IdDict)
+    key = _copy_key(m)
+    haskey(d, key) && return d[key]::TVMMap
+    ps = Pair{Any,Any}[Base.deepcopy_internal(k, d) => Base.deepcopy_internal(v, d) for (k, v) in m]
+    haskey(d, key) && return d[key]::TVMMap
+    return d[key] = TVMMap(ps...)
+end
 
 Base.keys(m::_AnyMap) = Any[first(p) for p in m]
 Base.values(m::_AnyMap) = Any[last(p) for p in m]
-Base.Dict(m::_AnyMap) = Dict{Any,Any}(p for p in m)
-Base.show(io::IO, m::_AnyMap) = _released(m) ? print(io, nameof(typeof(m)), "(<released>)") :
-    print(io, nameof(typeof(m)), "(", join((string(repr(k), " => ", repr(v)) for (k, v) in m), ", "), ")")
+function Base.Dict(m::_AnyMap)
+    d = Dict{Any,Any}(p for p in m)
+    # the library keeps apart keys a Julia Dict takes for one (1 and 1.0, equal containers)
+    length(d) == length(m) || throw(ArgumentError(
+        "Dict($(nameof(typeof(m)))): its $(length(m)) keys are $(length(d)) keys to a Julia Dict " *
+        "(keys such as 1 and 1.0, or two equal containers, are one key there)"))
+    return d
+end
+function Base.show(io::IO, m::_AnyMap)
+    _released(m) && return print(io, nameof(typeof(m)), "(<released>)")
+    _show_once(io, m) do io
+        print(io, nameof(typeof(m)), "(")
+        for (i, (k, v)) in enumerate(m)
+            i > 1 && print(io, ", ")
+            show(io, k)
+            print(io, " => ")
+            show(io, v)
+        end
+        print(io, ")")
+    end
+end
 
 Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, _owned_elem(k), _owned_elem(v)); d)
 Base.delete!(d::TVMDict, k) = (_require_global("ffi.DictErase")(d, k); d)
@@ -296,15 +397,45 @@ Base.empty!(d::TVMDict) = (_require_global("ffi.DictClear")(d); d)
 
 # Containers compare by content, with each other and with Julia vectors and dicts (as the
 # official packages do; other objects compare by identity), and hash as what they equal.
-Base.:(==)(a::_Seq, b::_Seq) =
-    a.handle == b.handle || (length(a) == length(b) && all(x == y for (x, y) in zip(a, b)))
-Base.:(==)(a::_Seq, b::AbstractVector) = length(a) == length(b) && all(x == y for (x, y) in zip(a, b))
+# `isequal` compares elements with `isequal` (NaN equals NaN, 0.0 is not -0.0), as for Julia
+# vectors and dicts, so that it agrees with `hash` (Dict and Set keys).
+_seq_equal(a, b, eq) = length(a) == length(b) && all(eq(x, y) for (x, y) in zip(a, b))
+Base.:(==)(a::_Seq, b::_Seq) = a.handle == b.handle || _seq_equal(a, b, ==)
+Base.:(==)(a::_Seq, b::AbstractVector) = _seq_equal(a, b, ==)
 Base.:(==)(b::AbstractVector, a::_Seq) = a == b
+Base.isequal(a::_Seq, b::_Seq) = a.handle == b.handle || _seq_equal(a, b, isequal)
+Base.isequal(a::_Seq, b::AbstractVector) = _seq_equal(a, b, isequal)
+Base.isequal(b::AbstractVector, a::_Seq) = isequal(a, b)
 Base.hash(a::_Seq, h::UInt) = hash(collect(a), h)
-Base.:(==)(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || Dict(a) == Dict(b)
-Base.:(==)(a::_AnyMap, b::AbstractDict) = Dict(a) == b
+# Maps: the same number of entries, each key of the FFI map found in the other by that one's own
+# rules (a Julia Dict's `isequal`, the library's for an FFI map) with an equal value. Not through
+# `Dict(m)`, which merges keys the library keeps apart (1 and 1.0).
+const _NO_VALUE = Symbol("#anyffi no value#")
+function _map_equal(a::_AnyMap, b, eq)
+    length(a) == length(b) || return false
+    for (k, v) in a
+        w = _lookup(b, k)
+        w === _NO_VALUE && return false
+        eq(v, w) || return false
+    end
+    return true
+end
+_lookup(b::AbstractDict, k) = get(b, k, _NO_VALUE)
+_lookup(b::_AnyMap, k) = haskey(b, k) ? _get_item(b, k, () -> _NO_VALUE) : _NO_VALUE
+Base.:(==)(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || _map_equal(a, b, ==)
+Base.:(==)(a::_AnyMap, b::AbstractDict) = _map_equal(a, b, ==)
 Base.:(==)(b::AbstractDict, a::_AnyMap) = a == b
-Base.hash(m::_AnyMap, h::UInt) = hash(Dict(m), h)
+Base.isequal(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || _map_equal(a, b, isequal)
+Base.isequal(a::_AnyMap, b::AbstractDict) = _map_equal(a, b, isequal)
+Base.isequal(b::AbstractDict, a::_AnyMap) = isequal(a, b)
+# as Base hashes an AbstractDict (order-free), so that a map hashes as the Dict it equals
+function Base.hash(m::_AnyMap, h::UInt)
+    hv = Base.hasha_seed
+    for (k, v) in m
+        hv ⊻= hash(k, hash(v))
+    end
+    return hash(hv, h)
+end
 
 # Key of an object in a deepcopy IdDict: an isbits tuple, so equal handles are `===`.
 # The wrapper type is part of the key: two wrappers of one object with different types (a

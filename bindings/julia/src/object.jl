@@ -133,10 +133,11 @@ end
 # `deepcopy`: Julia's default copies the `handle` field as plain bits, i.e. a second wrapper of
 # the same reference without an IncRef or a finalizer, which dangles once the original is
 # collected. A deep copy of an FFI value is a new wrapper holding its own reference to the same
-# object: Array, Map, Shape, String-like values, functions, modules and reflected objects are
-# immutable or identity-bearing (as `deepcopy` of a Julia function returns it). The mutable
-# containers (`TVMList`, `TVMDict`) are copied element by element (containers.jl), and a
-# `TVMTensor`, whose memory may be anyone's, is an error (tensor.jl).
+# object: Shape, String-like values, functions, modules and reflected objects are immutable
+# or identity-bearing (as `deepcopy` of a Julia function returns it). The containers are
+# copied element by element (containers.jl: a List or Dict always, an Array or Map rebuilt as
+# what it holds may be mutable), and a `TVMTensor`, whose memory may be anyone's, is an error
+# (tensor.jl).
 function Base.deepcopy_internal(x::AbstractTVMObject, d::IdDict)
     key = _copy_key(x)
     haskey(d, key) && return d[key]::typeof(x)

@@ -157,5 +157,110 @@
         s = TVMShape(1, 2)
         @test s == [1, 2] && s == (1, 2) && isequal(s, (1, 2)) && !isequal(s, [1, 2])
         @test (1, 2) in Set([s]) && !([1, 2] in Set([s]))
+        # isequal is element-wise isequal, as for the tuple (it was ==: (0,) isequal (-0.0,))
+        @test TVMShape(0) == (-0.0,) && !isequal(TVMShape(0), (-0.0,))
+        @test isequal(TVMShape(1, 2), TVMShape(1, 2))
+    end
+
+    @testset "isequal agrees with hash: NaN, -0.0" begin
+        # isequal fell back to ==: [0.0] isequal [-0.0] with different hashes, [NaN] not
+        # isequal to itself (a Dict key not found again)
+        @test TVMList([0.0]) == TVMList([-0.0]) && !isequal(TVMList([0.0]), TVMList([-0.0]))
+        @test isequal(TVMList([NaN]), TVMList([NaN])) && isequal(TVMArray([NaN]), [NaN])
+        @test !isequal(TVMArray([0.0]), [-0.0]) && isequal([NaN], TVMList([NaN]))
+        k = TVMList([NaN])
+        d = Dict{Any,Int}(k => 1)
+        @test haskey(d, TVMList([NaN])) && haskey(d, [NaN])
+        for (x, y) in ((TVMList([1.0, NaN]), TVMList([1.0, NaN])), (TVMMap("a" => NaN), TVMMap("a" => NaN)),
+                       (TVMMap("a" => NaN), Dict("a" => NaN)), (TVMList([0.0]), TVMList([-0.0])),
+                       (TVMMap("a" => 0.0), Dict("a" => -0.0)))
+            @test !isequal(x, y) || hash(x) == hash(y)  # isequal implies equal hashes
+        end
+        @test isequal(TVMMap("a" => NaN), Dict("a" => NaN)) && !isequal(TVMMap("a" => 0.0), TVMMap("a" => -0.0))
+        @test hash(TVMMap("a" => 1, "b" => 2)) == hash(Dict("a" => 1, "b" => 2))
+        @test hash(TVMDict("b" => 2, "a" => 1)) == hash(Dict("a" => 1, "b" => 2))
+    end
+
+    @testset "maps compare entry by entry, not through a Julia Dict" begin
+        # Dict(m) merged 1 and 1.0 (and equal list keys): a 2-entry map equalled a 1-entry Dict
+        m = TVMDict(1 => "a", 1.0 => "b")
+        @test length(m) == 2 && m != Dict(1 => "b") && m != Dict(1 => "a")
+        @test_throws ArgumentError Dict(m)
+        k1, k2 = TVMList([1]), TVMList([1])
+        mm = TVMMap(k1 => "a", k2 => "b")
+        @test length(mm) == 2 && mm != Dict([1] => "b")
+        @test TVMMap("a" => 1, "b" => 2) == Dict("b" => 2, "a" => 1) == TVMDict("a" => 1, "b" => 2)
+        @test TVMMap("a" => 1) != Dict("a" => 1, "b" => 2) && TVMMap("a" => 1) != TVMMap("b" => 1)
+        @test TVMMap() == Dict() && isequal(TVMDict(), Dict())
+    end
+
+    @testset "deepcopy of an Array or Map copies the containers inside" begin
+        # an Array or Map was shared (immutable), with the Lists and Dicts it holds
+        a = TVMArray([TVMList([1])])
+        b = deepcopy(a)
+        push!(b[1], 2)
+        @test length(a[1]) == 1 && length(b[1]) == 2
+        m = TVMMap("k" => TVMList([1]))
+        m2 = deepcopy(m)
+        push!(m2["k"], 2)
+        @test length(m["k"]) == 1 && m2 == Dict("k" => [1, 2])
+        l = TVMList([TVMArray([TVMDict("x" => 1)])])
+        l2 = deepcopy(l)
+        l2[1][1]["x"] = 2
+        @test l[1][1]["x"] == 1
+        # a cycle through an Array: the copy has the same shape
+        c = TVMList([0])
+        arr = TVMArray([c])
+        c[1] = arr
+        c2 = deepcopy(c)
+        @test c2[1][1].handle == c2.handle && c2.handle != c.handle
+        @test deepcopy(TVMArray([1, "s", 2.5])) == [1, "s", 2.5]
+    end
+
+    @testset "show of a container that holds itself" begin
+        l = TVMList([1])
+        push!(l, l)
+        @test repr(l) == "TVMList([1, #= circular reference @-1 =#])"
+        d = TVMDict("a" => 1)
+        d["s"] = d
+        @test occursin("circular reference", repr(d))
+        @test repr(TVMList([1, "x", TVMList([2])])) == "TVMList([1, \"x\", TVMList([2])])"
+        @test repr(TVMMap("a" => 1)) == "TVMMap(\"a\" => 1)"
+        empty!(l)  # (break the cycle for the collector)
+        delete!(d, "s")
+    end
+
+    @testset "Bool is no index" begin
+        l = TVMList([10, 20])
+        @test_throws ArgumentError l[true]
+        @test_throws ArgumentError TVMArray([1])[true]
+        @test_throws ArgumentError TVMShape(5, 6)[false]
+        @test_throws ArgumentError (l[true] = 1)
+        @test_throws ArgumentError insert!(l, true, 1)
+        @test_throws ArgumentError deleteat!(l, true)
+        @test collect(l) == [10, 20]
+    end
+
+    @testset "pop!/popfirst! against another thread" begin
+        # popfirst! read l[1] and then erased index 0 (two calls): two threads could both
+        # return one element and lose the next; pop! raised a raw IndexError
+        for pops in ((popfirst!, popfirst!), (pop!, pop!), (popfirst!, pop!))
+            l = TVMList(collect(1:2000))
+            got = [Int[] for _ in 1:2]
+            Threads.@threads for t in 1:2
+                while true
+                    v = try
+                        pops[t](l)
+                    catch e
+                        e isa ArgumentError || rethrow()
+                        break
+                    end
+                    push!(got[t], v)
+                end
+            end
+            @test sort(vcat(got...)) == 1:2000 && isempty(l)
+        end
+        @test_throws ArgumentError popfirst!(TVMList())
+        @test_throws ArgumentError pop!(TVMList())
     end
 end
