@@ -58,6 +58,11 @@ Base.eltype(::Type{TVMShape}) = Int64
 Base.firstindex(::TVMShape) = 1
 Base.lastindex(s::TVMShape) = length(s)
 Base.Tuple(s::TVMShape) = Tuple(collect(s))
+Base.keys(s::TVMShape) = Base.OneTo(length(s))
+Base.eachindex(s::TVMShape) = Base.OneTo(length(s))
+Base.ndims(::TVMShape) = 1
+Base.isempty(s::TVMShape) = length(s) == 0
+TVMShape(s::TVMShape) = s
 Base.collect(s::TVMShape) = Int64[x for x in s]
 # Shapes compare by value (other objects by identity).
 Base.:(==)(s::TVMShape, t::TVMShape) = collect(s) == collect(t)
@@ -228,6 +233,20 @@ function Base.popfirst!(l::TVMList)
     end
 end
 Base.isempty(a::_Seq) = length(a) == 0
+Base.pushfirst!(l::TVMList, v) = insert!(l, 1, v)
+# ranges give a new container of the same kind, as for a Vector
+function Base.getindex(a::_Seq, r::AbstractUnitRange{<:Integer})
+    isempty(r) || (checkbounds(Bool, 1:length(a), r) || throw(BoundsError(a, r)))
+    xs = Any[a[i] for i in r]
+    return a isa TVMList ? TVMList(xs) : TVMArray(xs)
+end
+Base.copy(a::TVMArray) = a  # immutable
+Base.copy(l::TVMList) = TVMList(collect(l))
+Base.Vector{T}(a::_Seq) where {T} = T[x for x in a]
+Base.convert(::Type{Vector}, a::_Seq) = collect(a)
+Base.convert(::Type{Vector{T}}, a::_Seq) where {T} = Vector{T}(a)
+TVMArray(a::TVMArray) = a
+TVMList(l::TVMList) = TVMList(collect(l))  # a new List: a shallow copy
 
 # --- ffi.Map / ffi.Dict ----------------------------------------------------------------------
 
@@ -262,7 +281,17 @@ TVMDict(ps::Pair...) = _require_global("ffi.Dict")(_flatten(ps)...)::TVMDict
 
 Base.length(m::_AnyMap) = Int(_mapfn(m, "Size")(m))
 Base.isempty(m::_AnyMap) = length(m) == 0
-Base.haskey(m::_AnyMap, k) = _mapfn(m, "Count")(m, k) != 0
+# A key the library cannot hold (a Symbol, a Set) is in no map: a lookup with it is a miss, as a
+# Julia Dict's lookup of a key of another type, not the ArgumentError of passing it.
+function Base.haskey(m::_AnyMap, k)
+    try
+        return _mapfn(m, "Count")(m, k) != 0
+    catch e
+        _unpassable(e) && return false
+        rethrow()
+    end
+end
+_unpassable(e) = e isa ArgumentError && startswith(e.msg, "AnyFFI: cannot pass a value of type")
 # (a Dict may lose the key between the two calls, on another thread: the lookup's KeyError
 # then reads as the key missing, as it would have a moment earlier)
 function _get_item(m::_AnyMap, k, missing_key)
@@ -278,6 +307,17 @@ function Base.getindex(m::_AnyMap, k)
     return _get_item(m, k, () -> throw(KeyError(k)))
 end
 Base.get(m::_AnyMap, k, default) = haskey(m, k) ? _get_item(m, k, () -> default) : default
+Base.get(f::Base.Callable, m::_AnyMap, k) = haskey(m, k) ? _get_item(m, k, f) : f()
+Base.keytype(::Type{<:_AnyMap}) = Any
+Base.valtype(::Type{<:_AnyMap}) = Any
+Base.keytype(m::_AnyMap) = keytype(typeof(m))
+Base.valtype(m::_AnyMap) = valtype(typeof(m))
+TVMMap(ps::AbstractVector{<:Pair}) = TVMMap(ps...)
+TVMDict(ps::AbstractVector{<:Pair}) = TVMDict(ps...)
+TVMMap(m::_AnyMap) = m isa TVMMap ? m : TVMMap(collect(m))
+TVMDict(m::_AnyMap) = TVMDict(collect(m))  # a new Dict (mutable): a shallow copy
+Base.copy(m::TVMMap) = m  # immutable
+Base.copy(d::TVMDict) = TVMDict(collect(d))
 Base.eltype(::Type{<:_AnyMap}) = Pair{Any,Any}
 
 # Iteration through `ffi.MapForwardIterFunctor`: it(0) key, it(1) value, it(2) advance.
@@ -385,7 +425,14 @@ function Base.show(io::IO, m::_AnyMap)
 end
 
 Base.setindex!(d::TVMDict, v, k) = (_require_global("ffi.DictSetItem")(d, _owned_elem(k), _owned_elem(v)); d)
-Base.delete!(d::TVMDict, k) = (_require_global("ffi.DictErase")(d, k); d)
+function Base.delete!(d::TVMDict, k)  # (a missing key, or one no map can hold: nothing to do)
+    try
+        _require_global("ffi.DictErase")(d, k)
+    catch e
+        _unpassable(e) || rethrow()
+    end
+    return d
+end
 function Base.pop!(d::TVMDict, k)
     v = d[k]  # KeyError when missing
     delete!(d, k)
@@ -393,6 +440,7 @@ function Base.pop!(d::TVMDict, k)
 end
 Base.pop!(d::TVMDict, k, default) = haskey(d, k) ? pop!(d, k) : default
 Base.get!(d::TVMDict, k, default) = haskey(d, k) ? d[k] : (d[k] = default; d[k])
+Base.get!(f::Base.Callable, d::TVMDict, k) = haskey(d, k) ? d[k] : (d[k] = f(); d[k])
 Base.empty!(d::TVMDict) = (_require_global("ffi.DictClear")(d); d)
 
 # Containers compare by content, with each other and with Julia vectors and dicts (as the

@@ -241,6 +241,34 @@
         @test collect(l) == [10, 20]
     end
 
+    @testset "more of Base's collection methods" begin
+        l = TVMList([1, 2, 3, 4])
+        @test l[2:3] isa TVMList && collect(l[2:3]) == [2, 3] && isempty(l[3:2])
+        @test TVMArray([1, 2, 3])[1:2] isa TVMArray && TVMArray([1, 2, 3])[1:2] == [1, 2]
+        @test_throws BoundsError l[0:2]
+        @test_throws BoundsError l[3:5]
+        c = copy(l)
+        push!(c, 5)
+        @test length(l) == 4 && length(c) == 5 && TVMList(l).handle != l.handle
+        pushfirst!(l, 0)
+        @test collect(l) == 0:4
+        @test Vector{Int}(TVMArray([1, 2])) == [1, 2] && convert(Vector, TVMList([1])) == Any[1]
+        s = TVMShape(2, 3)
+        @test keys(s) == 1:2 && eachindex(s) == 1:2 && ndims(s) == 1 && TVMShape(s) === s
+        d = TVMDict("a" => 1)
+        @test !haskey(d, :sym) && get(d, :sym, 0) == 0 && delete!(d, :sym) === d && pop!(d, Set(), 7) == 7
+        @test !haskey(TVMMap("a" => 1), :sym)
+        @test get(() -> 9, d, "zz") == 9 && get(() -> 9, d, "a") == 1
+        @test get!(() -> 5, d, "b") == 5 && d["b"] == 5 && get!(() -> 6, d, "b") == 5
+        @test keytype(d) == Any && valtype(TVMMap("a" => 1)) == Any
+        @test TVMMap(["x" => 1, "y" => 2]) == Dict("x" => 1, "y" => 2)
+        d2 = copy(d)
+        d2["c"] = 3
+        @test !haskey(d, "c") && TVMDict(d) == d && TVMDict(d).handle != d.handle
+        m = TVMMap("a" => 1)
+        @test copy(m) === m && TVMMap(m) === m && TVMMap(d) == d
+    end
+
     @testset "pop!/popfirst! against another thread" begin
         # popfirst! read l[1] and then erased index 0 (two calls): two threads could both
         # return one element and lose the next; pop! raised a raw IndexError
