@@ -448,13 +448,20 @@ Base.empty!(d::TVMDict) = (_require_global("ffi.DictClear")(d); d)
 # `isequal` compares elements with `isequal` (NaN equals NaN, 0.0 is not -0.0), as for Julia
 # vectors and dicts, so that it agrees with `hash` (Dict and Set keys).
 _seq_equal(a, b, eq) = length(a) == length(b) && all(eq(x, y) for (x, y) in zip(a, b))
-Base.:(==)(a::_Seq, b::_Seq) = a.handle == b.handle || _seq_equal(a, b, ==)
+# (the same object is equal to itself without a walk; released ones are no object: an error)
+_same_object(a, b) = a.handle == b.handle != C_NULL
+Base.:(==)(a::_Seq, b::_Seq) = _same_object(a, b) || _seq_equal(a, b, ==)
 Base.:(==)(a::_Seq, b::AbstractVector) = _seq_equal(a, b, ==)
 Base.:(==)(b::AbstractVector, a::_Seq) = a == b
-Base.isequal(a::_Seq, b::_Seq) = a.handle == b.handle || _seq_equal(a, b, isequal)
+Base.isequal(a::_Seq, b::_Seq) = _same_object(a, b) || _seq_equal(a, b, isequal)
 Base.isequal(a::_Seq, b::AbstractVector) = _seq_equal(a, b, isequal)
 Base.isequal(b::AbstractVector, a::_Seq) = isequal(a, b)
 Base.hash(a::_Seq, h::UInt) = hash(collect(a), h)
+# a shape equals an Array or List of the same ints (as it equals the vector), isequal to neither
+Base.:(==)(s::TVMShape, a::Union{TVMArray,TVMList}) = collect(s) == a
+Base.:(==)(a::Union{TVMArray,TVMList}, s::TVMShape) = s == a
+Base.isequal(::TVMShape, ::Union{TVMArray,TVMList}) = false
+Base.isequal(::Union{TVMArray,TVMList}, ::TVMShape) = false
 # Maps: the same number of entries, each key of the FFI map found in the other by that one's own
 # rules (a Julia Dict's `isequal`, the library's for an FFI map) with an equal value. Not through
 # `Dict(m)`, which merges keys the library keeps apart (1 and 1.0).
@@ -470,10 +477,10 @@ function _map_equal(a::_AnyMap, b, eq)
 end
 _lookup(b::AbstractDict, k) = get(b, k, _NO_VALUE)
 _lookup(b::_AnyMap, k) = haskey(b, k) ? _get_item(b, k, () -> _NO_VALUE) : _NO_VALUE
-Base.:(==)(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || _map_equal(a, b, ==)
+Base.:(==)(a::_AnyMap, b::_AnyMap) = _same_object(a, b) || _map_equal(a, b, ==)
 Base.:(==)(a::_AnyMap, b::AbstractDict) = _map_equal(a, b, ==)
 Base.:(==)(b::AbstractDict, a::_AnyMap) = a == b
-Base.isequal(a::_AnyMap, b::_AnyMap) = a.handle == b.handle || _map_equal(a, b, isequal)
+Base.isequal(a::_AnyMap, b::_AnyMap) = _same_object(a, b) || _map_equal(a, b, isequal)
 Base.isequal(a::_AnyMap, b::AbstractDict) = _map_equal(a, b, isequal)
 Base.isequal(b::AbstractDict, a::_AnyMap) = isequal(a, b)
 # as Base hashes an AbstractDict (order-free), so that a map hashes as the Dict it equals

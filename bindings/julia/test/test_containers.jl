@@ -267,6 +267,13 @@
         @test !haskey(d, "c") && TVMDict(d) == d && TVMDict(d).handle != d.handle
         m = TVMMap("a" => 1)
         @test copy(m) === m && TVMMap(m) === m && TVMMap(d) == d
+        # a shape equals an Array of the same ints, as both equal the vector
+        @test TVMShape(2, 3) == TVMArray([2, 3]) && TVMList([2, 3]) == TVMShape(2, 3)
+        @test !isequal(TVMShape(2, 3), TVMArray([2, 3])) && TVMShape(2, 3) != TVMArray([2, 4])
+        # two released wrappers are not the same object (both handles were NULL: ==)
+        x, y = TVMList([1]), TVMList([2])
+        AnyFFI.release!(x); AnyFFI.release!(y)
+        @test_throws ArgumentError x == y
     end
 
     @testset "pop!/popfirst! against another thread" begin
