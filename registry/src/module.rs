@@ -736,8 +736,10 @@ pub static MODULE_GLOBALS: Mutex<Vec<KeptModule>> = Mutex::new(Vec::new());
 /// `ffi.ModuleLoadFromFile(path)`: dispatches on the extension to `ffi.Module.load_from_file.<ext>`.
 pub fn load_from_file(path: &str) -> Result<Any> {
     let Some((_, ext)) = path.rsplit_once('.') else {
+        // (the official wording, without the function's name: C++ callers of
+        // `Module::LoadFromFile` see these messages as the official library words them)
         return Err(Error::runtime_error(format!(
-            "ffi.ModuleLoadFromFile: Failed to get file format from {path}"
+            "Failed to get file format from {path}"
         )));
     };
     let ext = match ext {
@@ -747,8 +749,9 @@ pub fn load_from_file(path: &str) -> Result<Any> {
     let loader_name = format!("ffi.Module.load_from_file.{ext}");
     let Some(loader) = crate::global::get_global(&loader_name) else {
         return Err(Error::runtime_error(format!(
-            "ffi.ModuleLoadFromFile: Loader for `.{ext}` files is not registered, resolved to \
-             ({loader_name}) in the global registry."
+            "Loader for `.{ext}` files is not registered, resolved to ({loader_name}) in the \
+             global registry.Ensure that you have loaded the correct runtime code, andthat you \
+             are on the correct hardware architecture."
         )));
     };
     let (p, f) = (Any::from(path), Any::from(ext));

@@ -88,6 +88,24 @@ static void TestModule(const char* path) {
               [] { ffi::Module::LoadFromFile("/nonexistent/no_such_library.so"); });
   ExpectError("LoadFromFile(no extension)", "RuntimeError", "Failed to get file format",
               [] { ffi::Module::LoadFromFile("no_extension"); });
+  // the whole message, as the official library words it (C++ callers may compare it)
+  for (const char* path : {"no_extension", "/tmp/source.cc"}) {
+    ++checks;
+    try {
+      ffi::Module::LoadFromFile(path);
+      ++failures;
+      std::printf("FAIL LoadFromFile(%s): no exception\n", path);
+    } catch (const ffi::Error& e) {
+      std::string want = std::string(path) == "no_extension"
+                             ? "Failed to get file format from no_extension"
+                             : "Loader for `.cc` files is not registered, resolved to "
+                               "(ffi.Module.load_from_file.cc) in the global registry.";
+      if (e.message().rfind(want, 0) != 0) {
+        ++failures;
+        std::printf("FAIL LoadFromFile(%s) message: %s\n", path, e.message().c_str());
+      }
+    }
+  }
   ++checks;
   try {
     ffi::Module::LoadFromFile("/nonexistent/no_such_library.so");
