@@ -88,7 +88,7 @@ class _Container(Object):
                 try:
                     if key in memo:
                         return True
-                    eq = self._plain() == other._plain()
+                    eq = self._content_eq(other)
                     if eq:
                         memo[key] = (self, other)  # alive: no other pair reuses these handles
                     return eq
@@ -99,9 +99,15 @@ class _Container(Object):
         if isinstance(other, Object):
             return False
         if isinstance(other, self._plain_types):
-            plain = self._plain()
-            return plain == type(plain)(other)
+            return self._plain_eq(other)
         return NotImplemented
+
+    def _content_eq(self, other: "_Container") -> bool:
+        return self._plain() == other._plain()
+
+    def _plain_eq(self, other: Any) -> bool:
+        plain = self._plain()
+        return plain == type(plain)(other)
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -122,7 +128,18 @@ class _Container(Object):
     def __repr__(self) -> str:
         if not self._h:
             return f"<anyffi.{type(self).__name__} (closed)>"
-        return f"{type(self).__name__}({self._plain()!r})"
+        # a container that holds itself prints `...` where it recurs, as a list does `[...]`
+        # (element wrappers are new objects, so the ones being printed are kept by handle)
+        showing = getattr(_WALK, "repr", None)
+        if showing is None:
+            showing = _WALK.repr = set()
+        if self._h in showing:
+            return f"{type(self).__name__}(...)"
+        showing.add(self._h)
+        try:
+            return f"{type(self).__name__}({self._plain()!r})"
+        finally:
+            showing.discard(self._h)
 
     def __reduce_ex__(self, protocol):
         # a new container of the same contents (copy.copy: shallow; deepcopy/pickle: recursive)
@@ -198,7 +215,11 @@ class _SeqBase(_Container):
             yield self[j]
 
     def __contains__(self, v: Any) -> bool:
-        return any(x == v for x in self)
+        # as a list (identity, then ==); a float read back is a new object, so NaN matches NaN
+        # (as the official package's)
+        if isinstance(v, float) and v != v:
+            return any(isinstance(x, float) and x != x for x in self)
+        return any(x is v or x == v for x in self)
 
     def _plain(self) -> list:
         return list(self)
@@ -271,8 +292,10 @@ class List(_SeqBase, MutableSequence):
         if isinstance(i, slice):
             items = list(self)
             items[i] = v  # list's own rules (lengths of extended slices, iterables)
-            self.clear()
-            self.extend(items)
+            # every item converted before the List changes (a failing one left it cleared),
+            # then one replacement under the List's lock
+            new = List(items)
+            self._api("ListReplaceSlice")(self, 0, len(self), new)
             return
         self._api("ListSetItem")(self, _norm_index(i, len(self), "List"), v)
 
@@ -291,8 +314,35 @@ class List(_SeqBase, MutableSequence):
         self._api("ListAppend")(self, v)
 
     def extend(self, vs: Iterable) -> None:
+        if isinstance(vs, _SeqBase):
+            vs = list(vs)  # this List itself (or another wrapper of it) would grow forever
         for v in vs:
             self.append(v)
+
+    def __reduce_ex__(self, protocol):
+        # made empty, then filled: pickle memoizes it first, so a List that holds itself
+        # (directly or through other containers) round-trips instead of recursing forever
+        _CANON[self._h] = self  # the wrapper pickle memoizes: the List's own handle inside is it
+        return (type(self), (), None, iter([_canonical(v) for v in self._plain()]))
+
+    def copy(self) -> "List":
+        """A new List of the same items (a shallow copy, as ``list.copy``)."""
+        return List(list(self))
+
+    def sort(self, *, key: Any = None, reverse: bool = False) -> None:
+        """Sorts in place (``list.sort``'s rules: a stable sort, ``key`` and ``reverse``)."""
+        items = sorted(self, key=key, reverse=reverse)
+        self._api("ListReplaceSlice")(self, 0, len(self), List(items))
+
+    def __mul__(self, n: Any) -> "List":
+        return List(list(self) * n)
+
+    __rmul__ = __mul__
+
+    def __imul__(self, n: Any) -> "List":
+        items = list(self) * n
+        self._api("ListReplaceSlice")(self, 0, len(self), List(items))
+        return self
 
     def insert(self, i: int, v: Any) -> None:
         n = len(self)
@@ -469,6 +519,33 @@ class _MapBase(_Container):
     def _plain(self) -> dict:
         return dict(self._walk())
 
+    # Maps compare entry by entry, each key looked up by the other side's own rules: a dict
+    # rebuilt from the entries merges keys the library keeps apart (1, True and 1.0; separately
+    # built Arrays), and a 3-entry Dict equalled a 1-entry dict.
+    def _content_eq(self, other: "_Container") -> bool:
+        if len(self) != len(other):
+            return False
+        for k, v in self._walk():
+            if k not in other:
+                return False
+            w = other[k]
+            if not (w is v or w == v):
+                return False
+        return True
+
+    def _plain_eq(self, other: Any) -> bool:
+        other = dict(other)
+        if len(self) != len(other):
+            return False
+        _missing = object()
+        seen = set()
+        for k, v in self._walk():
+            w = other.get(k, _missing)
+            if w is _missing or not (w is v or w == v):
+                return False
+            seen.add(k)
+        return len(seen) == len(other)  # (two of our keys found one of the dict's)
+
     def _frozen(self) -> frozenset:
         return frozenset(self._walk())
 
@@ -540,11 +617,50 @@ class Dict(_MapBase, MutableMapping):
         return k, v
 
     def update(self, other: Any = (), **kw: Any) -> None:
-        pairs = other.items() if isinstance(other, Mapping) else other
+        if isinstance(other, Mapping):
+            pairs = list(other.items())  # (a snapshot: `other` may be this Dict)
+        elif hasattr(other, "keys"):  # as dict.update: anything with keys() and []
+            pairs = [(k, other[k]) for k in other.keys()]
+        else:
+            pairs = other
         for k, v in pairs:
             self[k] = v
         for k, v in kw.items():
             self[k] = v
+
+    def __reduce_ex__(self, protocol):
+        # made empty, then filled (see List.__reduce_ex__)
+        _CANON[self._h] = self
+        return (type(self), (), None, None, iter([(_canonical(k), _canonical(v)) for k, v in self._walk()]))
+
+    def copy(self) -> "Dict":
+        """A new Dict of the same items (a shallow copy, as ``dict.copy``)."""
+        return Dict(list(self._walk()))
+
+    @classmethod
+    def fromkeys(cls, keys: Iterable, value: Any = None) -> "Dict":
+        return cls([(k, value) for k in keys])
+
+    def __or__(self, other: Any) -> "Dict":
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        d = self.copy()
+        d.update(other)
+        return d
+
+    def __ror__(self, other: Any) -> "Dict":
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        d = Dict(other)
+        d.update(self)
+        return d
+
+    def __ior__(self, other: Any) -> "Dict":
+        self.update(other)
+        return self
+
+    def __reversed__(self) -> Iterator:
+        return reversed([k for k, _ in self._walk()])
 
 
 # -- Python containers as arguments --------------------------------------------------------------
@@ -555,7 +671,7 @@ _NESTED = (list, tuple, dict)
 
 def _nested_items(x) -> list:
     """The items of a list/tuple, or the flattened key, value pairs of a dict."""
-    if type(x) is dict:
+    if isinstance(x, dict):  # (subclasses too: OrderedDict, defaultdict, Counter)
         out = []
         for kv in x.items():
             out.extend(kv)
@@ -588,7 +704,7 @@ def _build_nested(a) -> Object:
         stack.pop()
         src = top[0]
         on_path.discard(id(src))
-        if type(src) is dict:
+        if isinstance(src, dict):
             obj = ffi_api.require("Map", "passing a dict")(*items)
         else:
             obj = ffi_api.require("Array", "passing a list or tuple")(*items)

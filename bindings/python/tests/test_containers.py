@@ -465,3 +465,113 @@ def test_dict_popitem_is_linear_and_deepcopy_takes_python_objects():
     p = P()
     c = copy.deepcopy(anyffi.List([p, [1, 2]]))
     assert c[0] is not p and c[0].items == [1] and list(c[1]) == [1, 2]
+
+
+def test_list_extend_with_itself_and_list_methods():
+    # extend(self) appended while iterating the growing List: it never returned
+    lst = anyffi.List([1, 2])
+    lst.extend(lst)
+    assert list(lst) == [1, 2, 1, 2]
+    lst.extend(anyffi.List([]))  # another (empty) List
+    lst += lst
+    assert len(lst) == 8
+    s = anyffi.List([3, 1, 2])
+    s.sort()
+    assert list(s) == [1, 2, 3]
+    s.sort(key=lambda x: -x)
+    assert list(s) == [3, 2, 1]
+    s.sort(reverse=True)
+    assert list(s) == [3, 2, 1]
+    c = s.copy()
+    c.append(0)
+    assert len(s) == 3 and len(c) == 4 and not c.same_as(s)
+    assert list(s * 2) == [3, 2, 1, 3, 2, 1] and list(2 * s) == list(s * 2)
+    s *= 2
+    assert list(s) == [3, 2, 1, 3, 2, 1]
+
+
+def test_a_failing_slice_assignment_leaves_the_list_unchanged():
+    lst = anyffi.List([1, 2, 3, 4])
+    with pytest.raises(UnicodeEncodeError):
+        lst[0:1] = ["\ud800"]  # cleared the List before
+    assert list(lst) == [1, 2, 3, 4]
+    lst[1:3] = [9]
+    lst[::2] = ["a", "b"]
+    assert list(lst) == ["a", 9, "b"]
+
+
+def test_dict_subclasses_pass_as_maps():
+    from collections import Counter, OrderedDict, defaultdict
+
+    echo = anyffi.Function(lambda x: x)
+    # a dict subclass paired its keys with each other (values dropped) or failed
+    assert echo(OrderedDict([("a", 1), ("b", 2)])) == {"a": 1, "b": 2}
+    assert anyffi.Array([defaultdict(int, {"x": 10})])[0] == {"x": 10}
+    assert echo(OrderedDict(a={"x": [1]})) == {"a": {"x": [1]}}
+    assert echo(Counter("aab")) == {"a": 2, "b": 1}
+    lst = anyffi.List()
+    lst.append(OrderedDict(k=1))
+    assert lst[0] == {"k": 1}
+
+
+def test_maps_compare_entry_by_entry():
+    d = anyffi.Dict({})
+    d[1] = "a"
+    d[True] = "b"
+    d[1.0] = "c"  # three keys to the library
+    assert len(d) == 3 and d != {1: "c"} and {1: "c"} != d
+    d2 = anyffi.Dict({})
+    for _ in range(3):
+        d2[(1, 2)] = 0  # a new Array key each time
+    assert len(d2) == 3 and d2 != {(1, 2): 0}
+    assert anyffi.Map({(1, 2): 1}) == {(1, 2): 1}
+    assert anyffi.Map({"a": 1, "b": [1]}) == {"b": [1], "a": 1} == anyffi.Dict({"a": 1, "b": [1]})
+    assert anyffi.Map({"a": 1}) != {"a": 1, "b": 2} and anyffi.Map({"a": 1}) != anyffi.Map({"b": 1})
+    assert hash(anyffi.Map({"a": 1})) == hash(anyffi.Map({"a": 1}))
+
+
+def test_containers_that_hold_themselves_print_and_pickle():
+    import pickle
+
+    lst = anyffi.List([1])
+    lst.append(lst)
+    assert repr(lst) == "List([1, List(...)])"
+    d = anyffi.Dict({"a": 1})
+    d["self"] = d
+    assert str(d) == "Dict({'a': 1, 'self': Dict(...)})"
+    l2 = pickle.loads(pickle.dumps(lst))
+    assert len(l2) == 2 and l2[1].same_as(l2) and not l2.same_as(lst)
+    d3 = pickle.loads(pickle.dumps(d))
+    assert d3["self"].same_as(d3) and d3["a"] == 1
+    lst.pop()
+    del d["self"]
+
+
+def test_containment_and_more_dict_methods():
+    class Never:
+        def __eq__(self, other):
+            return False
+
+        __hash__ = object.__hash__
+
+    o = Never()
+    a = anyffi.Array([o])
+    assert o in a and a.index(o) == 0 and a.count(o) == 1
+    n = float("nan")
+    assert n in anyffi.Array([n]) and n in anyffi.List([1.0, n]) and 2.0 not in anyffi.Array([n])
+    d = anyffi.Dict({"a": 1})
+    assert d.copy() == {"a": 1} and not d.copy().same_as(d)
+    assert anyffi.Dict.fromkeys("xy", 0) == {"x": 0, "y": 0}
+    assert d | {"b": 2} == {"a": 1, "b": 2} and {"z": 0} | d == {"z": 0, "a": 1}
+    d |= {"c": 3}
+    assert d == {"a": 1, "c": 3} and list(reversed(d)) == ["c", "a"]
+
+    class KeysOnly:
+        def keys(self):
+            return ["q"]
+
+        def __getitem__(self, k):
+            return 5
+
+    d.update(KeysOnly())
+    assert d["q"] == 5
