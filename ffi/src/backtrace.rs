@@ -56,9 +56,6 @@ const BOUNDARY_PREFIXES: &[&str] = &[
     "object_is_not_callable",
     "_Py",
     "PyObject",
-    // Our Rust functions are entered through this trampoline: it is the FFI boundary of every
-    // Rust callee, as TVMFFIFunctionCall is of a C++ one.
-    "anyffi::function::rust_trampoline",
 ];
 
 /// Symbol prefixes of frames that upstream never prints.
@@ -79,6 +76,8 @@ const EXCLUDED_FILE_PARTS: &[&str] = &[
     "include/tvm/ffi/function.h",
     "include/tvm/ffi/any.h",
     "include/c++/",
+    // Rust's standard library (`Result::map_err` and the like), as upstream hides libstdc++
+    "/rustc/",
 ];
 
 /// Rust paths of the unwinder, the runtime, panics and closure calls: the Rust counterpart of
@@ -95,6 +94,10 @@ const EXCLUDED_RUST_PREFIXES: &[&str] = &[
     // `tvm::ffi::Function*` and `function_detail.h`.
     "anyffi::function::",
     "anyffi::capi::guard",
+    // the C++ API's forwarding into the global functions (`tvm::ffi::RecursiveLt` and the other
+    // exported C++ entry points stay: upstream prints its own C++ function there)
+    "anyffi_registry::cxx_api::",
+    "anyffi_registry::cxx_abi::",
 ];
 
 /// Builds the `TVMFFIBacktrace` text for the calling thread's stack.

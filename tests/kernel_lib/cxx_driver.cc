@@ -126,7 +126,33 @@ static void TestModule(const char* path) {
   }
 }
 
+// An error raised inside the library, called from C++ (a global function called directly, and
+// an exported C++ function): its backtrace goes on up to this caller, as the official trace
+// does, and shows no Rust standard-library frames.
+__attribute__((noinline)) static void TestErrorBacktraceReachesTheCaller() {
+  auto check = [](const char* what, auto f) {
+    ++checks;
+    try {
+      f();
+      ++failures;
+      std::printf("FAIL %s: no exception\n", what);
+    } catch (const ffi::Error& e) {
+      std::string bt = e.backtrace();
+      if (bt.find("TestErrorBacktraceReachesTheCaller") == std::string::npos ||
+          bt.find("/rustc/") != std::string::npos) {
+        ++failures;
+        std::printf("FAIL %s: backtrace\n%s\n", what, bt.c_str());
+      }
+    }
+  };
+  check("ffi.ArrayGetItem(-5)", [] {
+    ffi::Function::GetGlobalRequired("ffi.ArrayGetItem")(ffi::Array<int>{1, 2}, -5);
+  });
+  check("json::Parse", [] { ffi::json::Parse(ffi::String("{bad")); });
+}
+
 static void TestExtraFunctions() {
+  TestErrorBacktraceReachesTheCaller();
   ffi::Array<ffi::Any> a{1, 2, 3}, b{1, 2, 3}, c{1, 2, 4};
   EXPECT(ffi::StructuralEqual::Equal(a, b));
   EXPECT(!ffi::StructuralEqual::Equal(a, c));
