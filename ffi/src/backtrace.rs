@@ -94,6 +94,9 @@ const EXCLUDED_RUST_PREFIXES: &[&str] = &[
     // `tvm::ffi::Function*` and `function_detail.h`.
     "anyffi::function::",
     "anyffi::capi::guard",
+    // the C error functions (`TVMFFIErrorSetRaisedFromCStr` and its helpers), which upstream
+    // leaves out by name
+    "anyffi::capi::error::",
     // the C++ API's forwarding into the global functions (`tvm::ffi::RecursiveLt` and the other
     // exported C++ entry points stay: upstream prints its own C++ function there)
     "anyffi_registry::cxx_api::",

@@ -2,6 +2,7 @@
  * test_error.c: Error objects and the thread-local error slot (spec §1.1,
  * §1.2, §2.1 TVMFFIErrorCell).
  */
+#include <string.h>
 #include <pthread.h>
 
 #include "tffi_test.h"
@@ -83,6 +84,26 @@ TEST(error_move_from_empty_slot_gives_null) {
   tffi_clear_error();
   TVMFFIErrorMoveFromRaised(&got);
   CHECK(got == NULL);
+}
+
+/* The backtrace of an error raised from C starts at the caller: no frame of the library's own
+ * error functions on top (upstream leaves TVMFFIErrorSetRaisedFromCStr out by name). */
+__attribute__((noinline)) static void raise_from_c_here(void) {
+  TVMFFIErrorSetRaisedFromCStr("ValueError", "from C");
+}
+
+TEST(error_set_raised_from_cstr_backtrace_starts_at_the_caller) {
+  void* got = NULL;
+  raise_from_c_here();
+  TVMFFIErrorMoveFromRaised(&got);
+  REQUIRE(got != NULL);
+  TVMFFIByteArray bt = error_cell(got)->backtrace;
+  const char* nl = memchr(bt.data, '\n', bt.size);
+  size_t first = nl ? (size_t)(nl - bt.data) : bt.size;
+  char line[512] = {0};
+  memcpy(line, bt.data, first < sizeof(line) - 1 ? first : sizeof(line) - 1);
+  CHECK(strstr(line, "raise_from_c_here") != NULL);
+  CHECK_OK(TVMFFIObjectDecRef(got));
 }
 
 TEST(error_set_raised_from_cstr) {
