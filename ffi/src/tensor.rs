@@ -507,27 +507,32 @@ mod tests {
         drop(unsafe { Box::from_raw(mt) });
     }
 
+    /// A compact (NULL-strides) f32 CPU DLTensor over `data` with `shape`.
+    fn compact_f32(data: &mut [f32], shape: &mut [i64]) -> DLTensor {
+        DLTensor {
+            data: data.as_mut_ptr() as *mut c_void,
+            device: DLDevice {
+                device_type: kDLCPU,
+                device_id: 0,
+            },
+            ndim: shape.len() as i32,
+            dtype: DLDataType {
+                code: kDLFloat,
+                bits: 32,
+                lanes: 1,
+            },
+            shape: shape.as_mut_ptr(),
+            strides: ptr::null_mut(),
+            byte_offset: 0,
+        }
+    }
+
     #[test]
     fn from_dlpack_synthesises_strides_and_owns() {
         let mut data = vec![0f32; 24];
         let mut shape = vec![2i64, 3, 4];
         let mt = Box::into_raw(Box::new(DLManagedTensor {
-            dl_tensor: DLTensor {
-                data: data.as_mut_ptr() as *mut c_void,
-                device: DLDevice {
-                    device_type: kDLCPU,
-                    device_id: 0,
-                },
-                ndim: 3,
-                dtype: DLDataType {
-                    code: kDLFloat,
-                    bits: 32,
-                    lanes: 1,
-                },
-                shape: shape.as_mut_ptr(),
-                strides: ptr::null_mut(),
-                byte_offset: 0,
-            },
+            dl_tensor: compact_f32(&mut data, &mut shape),
             manager_ctx: ptr::null_mut(),
             deleter: Some(count_delete),
         }));
@@ -562,22 +567,7 @@ mod tests {
                 manager_ctx: ptr::null_mut(),
                 deleter: Some(free_versioned),
                 flags,
-                dl_tensor: DLTensor {
-                    data: data.as_mut_ptr() as *mut c_void,
-                    device: DLDevice {
-                        device_type: kDLCPU,
-                        device_id: 0,
-                    },
-                    ndim: 1,
-                    dtype: DLDataType {
-                        code: kDLFloat,
-                        bits: 32,
-                        lanes: 1,
-                    },
-                    shape: shape.as_mut_ptr(),
-                    strides: ptr::null_mut(),
-                    byte_offset: 0,
-                },
+                dl_tensor: compact_f32(data, shape),
             }));
             // SAFETY: mt is valid.
             unsafe { Tensor::from_dlpack_versioned(mt, 0, false) }.unwrap()

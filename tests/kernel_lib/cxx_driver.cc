@@ -33,24 +33,33 @@ static int checks = 0;
     }                                                                \
   } while (0)
 
-// Runs `f`, which must throw tvm::ffi::Error of `kind` whose message contains `needle`.
-template <typename F>
-static void ExpectError(const char* what, const char* kind, const char* needle, F f) {
+// Runs `f`, which must throw a tvm::ffi::Error that `ok` accepts.
+template <typename F, typename Ok>
+static void ExpectErrorThat(const char* what, F f, Ok ok) {
   ++checks;
   try {
     f();
     ++failures;
     std::printf("FAIL %s: no exception\n", what);
   } catch (const ffi::Error& e) {
-    if (e.kind() != kind || e.message().find(needle) == std::string::npos ||
-        std::strstr(e.what(), needle) == nullptr) {
+    if (!ok(e)) {
       ++failures;
-      std::printf("FAIL %s: got %s: %s\n", what, e.kind().c_str(), e.message().c_str());
+      std::printf("FAIL %s: got %s: %s\nbacktrace:\n%s\n", what, e.kind().c_str(),
+                  e.message().c_str(), e.backtrace().c_str());
     }
   } catch (...) {
     ++failures;
     std::printf("FAIL %s: an exception that is not tvm::ffi::Error\n", what);
   }
+}
+
+// Runs `f`, which must throw tvm::ffi::Error of `kind` whose message contains `needle`.
+template <typename F>
+static void ExpectError(const char* what, const char* kind, const char* needle, F f) {
+  ExpectErrorThat(what, f, [&](const ffi::Error& e) {
+    return e.kind() == kind && e.message().find(needle) != std::string::npos &&
+           std::strstr(e.what(), needle) != nullptr;
+  });
 }
 
 static void TestModule(const char* path) {
@@ -90,21 +99,13 @@ static void TestModule(const char* path) {
               [] { ffi::Module::LoadFromFile("no_extension"); });
   // the whole message, as the official library words it (C++ callers may compare it)
   for (const char* path : {"no_extension", "/tmp/source.cc"}) {
-    ++checks;
-    try {
-      ffi::Module::LoadFromFile(path);
-      ++failures;
-      std::printf("FAIL LoadFromFile(%s): no exception\n", path);
-    } catch (const ffi::Error& e) {
-      std::string want = std::string(path) == "no_extension"
-                             ? "Failed to get file format from no_extension"
-                             : "Loader for `.cc` files is not registered, resolved to "
-                               "(ffi.Module.load_from_file.cc) in the global registry.";
-      if (e.message().rfind(want, 0) != 0) {
-        ++failures;
-        std::printf("FAIL LoadFromFile(%s) message: %s\n", path, e.message().c_str());
-      }
-    }
+    std::string want = std::string(path) == "no_extension"
+                           ? "Failed to get file format from no_extension"
+                           : "Loader for `.cc` files is not registered, resolved to "
+                             "(ffi.Module.load_from_file.cc) in the global registry.";
+    ExpectErrorThat(
+        path, [path] { ffi::Module::LoadFromFile(path); },
+        [&](const ffi::Error& e) { return e.message().rfind(want, 0) == 0; });
   }
   ++checks;
   try {
@@ -131,19 +132,11 @@ static void TestModule(const char* path) {
 // does, and shows no Rust standard-library frames.
 __attribute__((noinline)) static void TestErrorBacktraceReachesTheCaller() {
   auto check = [](const char* what, auto f) {
-    ++checks;
-    try {
-      f();
-      ++failures;
-      std::printf("FAIL %s: no exception\n", what);
-    } catch (const ffi::Error& e) {
+    ExpectErrorThat(what, f, [](const ffi::Error& e) {
       std::string bt = e.backtrace();
-      if (bt.find("TestErrorBacktraceReachesTheCaller") == std::string::npos ||
-          bt.find("/rustc/") != std::string::npos) {
-        ++failures;
-        std::printf("FAIL %s: backtrace\n%s\n", what, bt.c_str());
-      }
-    }
+      return bt.find("TestErrorBacktraceReachesTheCaller") != std::string::npos &&
+             bt.find("/rustc/") == std::string::npos;
+    });
   };
   check("ffi.ArrayGetItem(-5)", [] {
     ffi::Function::GetGlobalRequired("ffi.ArrayGetItem")(ffi::Array<int>{1, 2}, -5);

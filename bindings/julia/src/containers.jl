@@ -131,13 +131,16 @@ Base.setindex!(::TVMList, v, i::Bool) = _bool_index(i)
 Base.insert!(::TVMList, i::Bool, v) = _bool_index(i)
 Base.deleteat!(::TVMList, i::Bool) = _bool_index(i)
 
+# The library's IndexError: a List index out of range when the library looked.
+_index_error(e) = e isa TVMError && e.kind == "IndexError"
+
 # A List call at index `i` (1-based) that another thread may have made out of range since it
 # was checked: the library's IndexError is the BoundsError the check would have raised.
 function _list_at(f, l::TVMList, i::Integer, args...)
     try
         return f(l, i - 1, args...)
     catch e
-        (e isa TVMError && e.kind == "IndexError") ? throw(BoundsError(l, i)) : rethrow()
+        _index_error(e) ? throw(BoundsError(l, i)) : rethrow()
     end
 end
 
@@ -206,7 +209,7 @@ function Base.pop!(l::TVMList)
         try
             return listpop(l, n - 1)
         catch e
-            (e isa TVMError && e.kind == "IndexError") || rethrow()
+            _index_error(e) || rethrow()
         end
     end
 end
@@ -228,7 +231,7 @@ function Base.popfirst!(l::TVMList)
     try
         return _require_global("ffi.ListPop")(l, 0)
     catch e
-        (e isa TVMError && e.kind == "IndexError") || rethrow()
+        _index_error(e) || rethrow()
         throw(ArgumentError("TVMList must be non-empty"))
     end
 end

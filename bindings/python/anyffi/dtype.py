@@ -141,6 +141,12 @@ def _restore(s: str, packed: int) -> dtype:
     return _from_packed(packed)
 
 
+def _is_long_double(dt) -> bool:
+    """Whether a numpy dtype is the platform's long double (real or complex): wider than any
+    IEEE type numpy has, and no DLPack type."""
+    return (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16)
+
+
 def _check_numpy_dtype(dt) -> None:
     """ValueError for numpy dtypes with no DLPack type of the same name: non-native byte order
     (DLPack has none) and numpy's long double (x87 extended precision padded to 16 bytes, not
@@ -150,7 +156,7 @@ def _check_numpy_dtype(dt) -> None:
             f"anyffi.dtype: numpy dtype {dt.str!r} has non-native byte order, which DLPack cannot "
             f"describe; use {dt.newbyteorder('=').name!r}"
         )
-    if (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
+    if _is_long_double(dt):
         raise ValueError(
             f"anyffi.dtype: numpy dtype {dt.name!r} is the platform's long double, not an IEEE "
             f"type DLPack describes"

@@ -109,8 +109,9 @@ _SHAPES: dict[tuple, Shape] = {}
 
 
 def _same_ro(src: Any, out: Tensor) -> Tensor:
-    """``out`` (a view of, or ``src`` itself moved/copied) read-only when ``src`` is: the flag
-    lives on the Python object (`Tensor.read_only`), so every derived view must carry it."""
+    """``out`` (a view of, or ``src`` itself moved/copied) read-only when ``src`` is. Our
+    library keeps the flag with its views itself; on the official library it lives on the Python
+    object only (`Tensor.read_only`), so every derived view must carry it."""
     if isinstance(src, Tensor) and _read_only(src) and isinstance(out, Tensor) and not _read_only(out):
         out._ro = True
     return out

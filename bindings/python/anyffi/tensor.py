@@ -28,6 +28,7 @@ from . import _capi, _marshal, _mem
 from . import function as _function
 from .device import Device, _device_from_packed
 from .dtype import _from_packed as _dtype_from_packed
+from .dtype import _is_long_double
 from .dtype import dtype
 from .errors import check_call
 from .object import Object, register_object
@@ -152,7 +153,7 @@ def check_byte_order(func: str, name: str, x: Any) -> None:
             f"{func}: `{name}` has non-native byte order ({dt.str}); convert it first, e.g. "
             f"x.astype(x.dtype.newbyteorder('='))"
         )
-    if dt.kind in "OVUSMm" or (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
+    if dt.kind in "OVUSMm" or _is_long_double(dt):
         if ml_dtype_of(dt) is not None:  # bfloat16, float8_* of ml_dtypes: they pass
             return
         raise TypeError(
@@ -779,6 +780,20 @@ def _managed_tensor(dl_src, shape, strides, versioned: bool, read_only: bool, ke
     return addr
 
 
+def _import_managed(addr: int, read_only: bool, require_alignment: int = 0, require_contiguous: bool = False) -> Tensor:
+    """The owned ``ffi.Tensor`` over the versioned managed tensor ``_managed_tensor`` made at
+    ``addr`` (the library takes it over; when it refuses it, the entry is dropped here)."""
+    out = ctypes.c_void_p()
+    try:
+        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, require_alignment, int(require_contiguous), ctypes.byref(out)))
+    except BaseException:
+        _VIEW_EXPORTS.pop(addr, None)
+        raise
+    t = Tensor._from_owned(out.value)
+    t._ro = read_only
+    return t
+
+
 def _export_view(t: Tensor, versioned: bool) -> object:
     """A capsule of a borrowed view's memory. The view's managed tensor (whose deleter is Python
     code) goes into an ``ffi.Tensor`` the view keeps, and the capsule is that tensor's export,
@@ -789,15 +804,7 @@ def _export_view(t: Tensor, versioned: bool) -> object:
     if ro and not versioned:
         raise BufferError("anyffi.Tensor.__dlpack__: read-only memory exports only as a versioned capsule (max_version >= (1, 0))")
     src = _capi.DLTensor.from_address(t._dlt())
-    addr = _managed_tensor(src, t.shape, t.strides, True, ro, t._pin_owner())
-    out = ctypes.c_void_p()
-    try:
-        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, 0, 0, ctypes.byref(out)))
-    except BaseException:
-        _VIEW_EXPORTS.pop(addr, None)
-        raise
-    owner = Tensor._from_owned(out.value)
-    owner._ro = ro
+    owner = _import_managed(_managed_tensor(src, t.shape, t.strides, True, ro, t._pin_owner()), ro)
     # the view keeps it (released when the view closes, or by the consumer, whichever is last)
     t._owners = [owner] if t._owners is None else t._owners + [owner]
     return owner.__dlpack__(max_version=(1, 0) if versioned else None)
@@ -847,14 +854,8 @@ def _owned_copy_of_view(t: Tensor) -> Tensor:
     buf = np.array(src, order="C", copy=True)
     copy = _capi.DLTensor()
     copy.data, copy.device, copy.dtype = buf.ctypes.data, _capi.DLDevice(1, 0), _capi.DLDataType(d.code, d.bits, d.lanes)
-    addr = _managed_tensor(copy, shape, _compact_strides(shape), True, False, buf)  # buf: until the deleter
-    out = ctypes.c_void_p()
-    try:
-        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, 0, 0, ctypes.byref(out)))
-    except BaseException:
-        _VIEW_EXPORTS.pop(addr, None)
-        raise
-    return Tensor._from_owned(out.value)
+    # buf: until the deleter
+    return _import_managed(_managed_tensor(copy, shape, _compact_strides(shape), True, False, buf), False)
 
 
 _marshal.VIEW_TO_OWNED.append(_owned_copy_of_view)
@@ -916,15 +917,7 @@ def _from_array_interface(x: Any, require_alignment: int, require_contiguous: bo
     shape, strides = tuple(src.shape[:nd]), tuple(src.strides[:nd])
     read_only = bool(x.__array_interface__["data"][1])
     addr = _managed_tensor(src, shape, strides, True, read_only, x)
-    out = ctypes.c_void_p()
-    try:
-        check_call(_capi.TVMFFITensorFromDLPackVersioned(addr, require_alignment, int(require_contiguous), ctypes.byref(out)))
-    except BaseException:
-        _VIEW_EXPORTS.pop(addr, None)
-        raise
-    t = Tensor._from_owned(out.value)
-    t._ro = read_only
-    return t
+    return _import_managed(addr, read_only, require_alignment, require_contiguous)
 
 
 def _capsule_dltensor(cap: object) -> int:
