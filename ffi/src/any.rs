@@ -369,6 +369,22 @@ impl<'a> AnyView<'a> {
         Some(unsafe { ObjectRef::from_raw_borrowed(NonNull::new(p as *mut T)?) })
     }
 
+    /// The held object if it is a `T`, borrowed for the view's lifetime: no reference is
+    /// taken (a view keeps its object alive for `'a`).
+    #[inline]
+    pub fn as_object_ref_of<T: ObjectType>(&self) -> Option<&'a T> {
+        let p = self.as_object_ptr()?;
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: object views point at live objects, alive for 'a.
+        if !T::is_instance(unsafe { (*p).type_index }) {
+            return None;
+        }
+        // SAFETY: type checked above; the object outlives 'a.
+        Some(unsafe { &*(p as *const T) })
+    }
+
     /// A data type value.
     #[inline]
     pub fn as_dtype(&self) -> Option<DLDataType> {
@@ -759,6 +775,25 @@ mod tests {
             drop(a);
             assert_eq!(c.as_view().as_str(), Some(s));
         }
+    }
+
+    #[test]
+    fn borrowed_object_looks_take_no_reference() {
+        let shape = crate::Shape::new(&[2, 3]);
+        let a = Any::from_object(shape.clone());
+        let before = shape.strong_count();
+        let v = a.as_view();
+        let s = v.as_object_ref_of::<crate::ShapeObj>().expect("a shape");
+        assert_eq!(s.as_slice(), &[2, 3]);
+        assert_eq!(shape.strong_count(), before, "no reference taken");
+        assert!(
+            v.as_object_ref_of::<crate::StrObj>().is_none(),
+            "another type"
+        );
+        assert!(Any::from(5i64)
+            .as_view()
+            .as_object_ref_of::<crate::ShapeObj>()
+            .is_none());
     }
 
     #[test]

@@ -356,29 +356,6 @@ impl ObjectRef<TensorObj> {
         build(dl, Owner::Source(source), true)
     }
 
-    /// Whether the memory is read-only: imported from a versioned DLPack producer that set
-    /// `DLPACK_FLAG_BITMASK_READ_ONLY` (a read-only numpy array or memory map), or a view of
-    /// such a tensor. An `ffi.Tensor` has no flag of its own in the official layout, so the
-    /// import's managed tensor is the record; every binding sees it (`AnyFFITensorIsReadOnly`),
-    /// the ops and `runtime.copy_` refuse such an output, and versioned exports carry the flag.
-    pub fn is_read_only(&self) -> bool {
-        let mut t: &TensorObj = self;
-        loop {
-            match &t.owner {
-                Owner::Versioned(mt) => {
-                    // SAFETY: the managed tensor is ours until the tensor dies.
-                    let flags = unsafe { (**mt).flags };
-                    return flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
-                }
-                Owner::Source(s) if s.type_index() == kTVMFFITensor => {
-                    // SAFETY: a live ffi.Tensor, kept by `t`, which `self` keeps.
-                    t = unsafe { &*(s.as_ptr() as *const TensorObj) };
-                }
-                _ => return false,
-            }
-        }
-    }
-
     /// `TVMFFITensorToDLPack`: a new managed tensor that holds a reference to `self`.
     pub fn to_dlpack(&self) -> *mut DLManagedTensor {
         Box::into_raw(Box::new(DLManagedTensor {
@@ -428,6 +405,29 @@ unsafe extern "C" fn delete_managed_versioned(mt: *mut DLManagedTensorVersioned)
 }
 
 impl TensorObj {
+    /// Whether the memory is read-only: imported from a versioned DLPack producer that set
+    /// `DLPACK_FLAG_BITMASK_READ_ONLY` (a read-only numpy array or memory map), or a view of
+    /// such a tensor. An `ffi.Tensor` has no flag of its own in the official layout, so the
+    /// import's managed tensor is the record; every binding sees it (`AnyFFITensorIsReadOnly`),
+    /// the ops and `runtime.copy_` refuse such an output, and versioned exports carry the flag.
+    pub fn is_read_only(&self) -> bool {
+        let mut t: &TensorObj = self;
+        loop {
+            match &t.owner {
+                Owner::Versioned(mt) => {
+                    // SAFETY: the managed tensor is ours until the tensor dies.
+                    let flags = unsafe { (**mt).flags };
+                    return flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
+                }
+                Owner::Source(s) if s.type_index() == kTVMFFITensor => {
+                    // SAFETY: a live ffi.Tensor, kept by `t`, which `self` keeps.
+                    t = unsafe { &*(s.as_ptr() as *const TensorObj) };
+                }
+                _ => return false,
+            }
+        }
+    }
+
     /// The dimensions.
     #[inline]
     pub fn shape(&self) -> &[i64] {

@@ -203,7 +203,7 @@ pub fn dltensor_arg(v: &AnyView<'_>, func: &str, arg: &str) -> Result<*mut DLTen
 /// read-only memory (imported from a DLPack producer that flagged it read-only, or a view of
 /// one: `TensorObj::is_read_only`). A borrowed `DLTensor*` carries no such flag.
 pub fn check_writable(v: &AnyView<'_>, func: &str, arg: &str) -> Result<()> {
-    match v.as_object_of::<TensorObj>() {
+    match v.as_object_ref_of::<TensorObj>() {
         Some(t) if t.is_read_only() => Err(Error::value_error(format!(
             "{func}: output `{arg}` is read-only memory (its DLPack producer exported it \
              read-only); write into a copy"
