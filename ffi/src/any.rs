@@ -265,17 +265,26 @@ impl<'a> AnyView<'a> {
         unsafe { Any::copy_from_raw_view(&self.raw) }
     }
 
-    /// Converts to `T`, or a TypeError naming both types.
+    /// Converts to `T`, or a TypeError naming both types (and, for a value of the right kind
+    /// that `T` cannot hold, why: an int out of `T`'s range, a string that is not UTF-8).
     #[inline]
     pub fn get<T: FromAny>(&self) -> Result<T> {
         match T::try_from_view(self) {
             Some(v) => Ok(v),
-            None => Err(Error::type_error(format!(
-                "expected {}, got {}",
-                T::TYPE_NAME,
-                self.type_key()
-            ))),
+            None => Err(self.get_error::<T>()),
         }
+    }
+
+    #[cold]
+    fn get_error<T: FromAny>(&self) -> Error {
+        let why = T::refusal(self)
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default();
+        Error::type_error(format!(
+            "expected {}, got {}{why}",
+            T::TYPE_NAME,
+            self.type_key()
+        ))
     }
 
     /// An integer (Int or Bool).
@@ -471,6 +480,8 @@ macro_rules! pod_view {
 pod_view!(i64, kTVMFFIInt, |v| TVMFFIAnyValue { v_int64: v });
 pod_view!(i32, kTVMFFIInt, |v| TVMFFIAnyValue { v_int64: v as i64 });
 pod_view!(u32, kTVMFFIInt, |v| TVMFFIAnyValue { v_int64: v as i64 });
+// An Int is an int64: a `usize` above `i64::MAX` wraps to a negative value, as the C++
+// `static_cast` does (`get::<usize>()` then refuses it, naming the value).
 pod_view!(usize, kTVMFFIInt, |v| TVMFFIAnyValue { v_int64: v as i64 });
 pod_view!(bool, kTVMFFIBool, |v| TVMFFIAnyValue { v_int64: v as i64 });
 pod_view!(f64, kTVMFFIFloat, |v| TVMFFIAnyValue { v_float64: v });
@@ -581,6 +592,25 @@ pub trait FromAny: Sized {
     fn schema() -> String {
         format!("{{\"type\":\"{}\"}}", Self::TYPE_NAME)
     }
+    /// Why a value that `try_from_view` refused cannot convert although its type is the right
+    /// kind (`TYPE_NAME` alone would read "expected int, got int"); None when its type is the
+    /// reason.
+    fn refusal(v: &AnyView<'_>) -> Option<String> {
+        let _ = v;
+        None
+    }
+}
+
+/// `refusal` of the integer types narrower than int64.
+fn out_of_range<T>(v: &AnyView<'_>) -> Option<String> {
+    v.as_i64()
+        .map(|x| format!("{x} is out of range for {}", std::any::type_name::<T>()))
+}
+
+/// `refusal` of the string conversions: a string whose bytes are not UTF-8.
+pub(crate) fn not_utf8(v: &AnyView<'_>) -> Option<String> {
+    (matches!(v.type_index(), kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr) && v.as_str().is_none())
+        .then(|| "a string that is not valid UTF-8".to_owned())
 }
 
 impl FromAny for i64 {
@@ -597,6 +627,9 @@ impl FromAny for i32 {
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
         v.as_i64().and_then(|x| i32::try_from(x).ok())
     }
+    fn refusal(v: &AnyView<'_>) -> Option<String> {
+        out_of_range::<Self>(v)
+    }
 }
 
 impl FromAny for usize {
@@ -604,6 +637,9 @@ impl FromAny for usize {
     #[inline]
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
         v.as_i64().and_then(|x| usize::try_from(x).ok())
+    }
+    fn refusal(v: &AnyView<'_>) -> Option<String> {
+        out_of_range::<Self>(v)
     }
 }
 
@@ -635,6 +671,9 @@ impl FromAny for String {
     const TYPE_NAME: &'static str = "ffi.String";
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
         v.as_str().map(str::to_owned)
+    }
+    fn refusal(v: &AnyView<'_>) -> Option<String> {
+        not_utf8(v)
     }
 }
 
@@ -695,6 +734,9 @@ impl<T: FromAny> FromAny for Option<T> {
         } else {
             T::try_from_view(v).map(Some)
         }
+    }
+    fn refusal(v: &AnyView<'_>) -> Option<String> {
+        T::refusal(v)
     }
     fn schema() -> String {
         format!("{{\"type\":\"Optional\",\"args\":[{}]}}", T::schema())
@@ -764,6 +806,39 @@ mod tests {
         let e = Any::from("hello world").get::<i64>().unwrap_err();
         assert_eq!(e.kind(), "TypeError");
         assert_eq!(e.message(), "expected int, got ffi.String");
+    }
+
+    #[test]
+    fn refusals_of_the_right_type_say_why() {
+        let e = Any::from(i64::MAX).get::<i32>().unwrap_err();
+        assert_eq!(e.kind(), "TypeError");
+        assert_eq!(
+            e.message(),
+            "expected int, got int (9223372036854775807 is out of range for i32)"
+        );
+        // a usize past i64::MAX wraps on the way in and is refused, named, on the way out
+        let e = Any::from(usize::MAX).get::<usize>().unwrap_err();
+        assert_eq!(
+            e.message(),
+            "expected int, got int (-1 is out of range for usize)"
+        );
+        assert_eq!(Any::from(5usize).get::<usize>().unwrap(), 5);
+        for bytes in [&b"\xff\xfe"[..], &b"a longer string, then \xff"[..]] {
+            let a = Any(crate::string::StrObj::any_from(bytes));
+            let e = a.get::<String>().unwrap_err();
+            assert!(
+                e.message().ends_with("(a string that is not valid UTF-8)"),
+                "{}",
+                e.message()
+            );
+            let e = a.get::<Option<String>>().unwrap_err();
+            assert!(e.message().contains("not valid UTF-8"), "{}", e.message());
+        }
+        // another type: only the types are named
+        assert_eq!(
+            Any::from("x").get::<i32>().unwrap_err().message(),
+            "expected int, got ffi.String"
+        );
     }
 
     #[test]

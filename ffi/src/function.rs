@@ -491,23 +491,23 @@ fn arg_count_error(name: &str, params: &[&str], ret: &str, got: usize) -> Error 
 }
 
 #[cold]
-fn arg_type_error(name: &str, params: &[&str], ret: &str, i: usize, got: &AnyView<'_>) -> Error {
-    // A string whose bytes are not UTF-8 (a Julia `String`, a file name) is refused by `&str`
-    // parameters: say so, instead of naming its type as if that were the mismatch.
-    let not_utf8 = matches!(
-        got.type_index(),
-        crate::abi::kTVMFFISmallStr | crate::abi::kTVMFFIStr | crate::abi::kTVMFFIRawStr
-    ) && got.as_str().is_none();
+fn arg_type_error(
+    name: &str,
+    params: &[&str],
+    ret: &str,
+    i: usize,
+    got: &AnyView<'_>,
+    why: Option<String>,
+) -> Error {
+    // A value of the right kind that the parameter cannot hold (a string that is not UTF-8 for
+    // a `&str`, an int out of an `i32`'s range) says why, instead of naming its type as if that
+    // were the mismatch.
     Error::type_error(format!(
         "Mismatched type on argument #{i} when calling: `{}`. Expected `{}` but got `{}`{}",
         signature(name, params, ret),
         params[i],
         mismatch_type_key(got),
-        if not_utf8 {
-            " (a string that is not valid UTF-8)"
-        } else {
-            ""
-        }
+        why.map(|w| format!(" ({w})")).unwrap_or_default()
     ))
 }
 
@@ -592,7 +592,8 @@ macro_rules! typed_fn {
                     let $a = match $a::try_from_view(&args[$i]) {
                         Some(v) => v,
                         None => return Err(arg_type_error(
-                            name, &Self::param_names(), &Self::return_name(), $i, &args[$i])),
+                            name, &Self::param_names(), &Self::return_name(), $i, &args[$i],
+                            $a::refusal(&args[$i]))),
                     };
                 )*
                 self($($a),*).into_result()
@@ -690,6 +691,34 @@ mod tests {
         assert_eq!(
             plain.call(&[]).unwrap().type_index(),
             crate::abi::kTVMFFINone
+        );
+    }
+
+    #[test]
+    fn typed_argument_refusals_say_why() {
+        let f = Function::from_typed("t.f", |a: i32, s: String| format!("{a}{s}"));
+        let (big, x) = (Any::from(1i64 << 40), Any::from("x"));
+        let e = f.call(&[big.as_view(), x.as_view()]).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "Mismatched type on argument #0 when calling: `t.f(0: int, 1: str) -> str`. \
+             Expected `int` but got `int` (1099511627776 is out of range for i32)"
+        );
+        // SAFETY: an owned value made just now.
+        let bad = unsafe { Any::from_raw(crate::string::StrObj::any_from(b"\xff")) };
+        let e = f.call(&[AnyView::from(1i32), bad.as_view()]).unwrap_err();
+        assert!(
+            e.message()
+                .ends_with("but got `ffi.SmallStr` (a string that is not valid UTF-8)"),
+            "{}",
+            e.message()
+        );
+        // a non-UTF-8 string given for an int is a plain type mismatch
+        let e = f.call(&[bad.as_view(), x.as_view()]).unwrap_err();
+        assert!(
+            e.message().ends_with("but got `ffi.SmallStr`"),
+            "{}",
+            e.message()
         );
     }
 

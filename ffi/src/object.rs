@@ -460,6 +460,17 @@ pub unsafe fn strong_count(obj: *const TVMFFIObject) -> u32 {
     (unsafe { (*obj).combined_ref_count.load(Ordering::Relaxed) } & STRONG_MASK) as u32
 }
 
+/// Whether the caller's reference is the only one, strong or weak (no `WeakRef` can
+/// upgrade to a second handle): the condition for mutating a shared-immutable object in place.
+///
+/// # Safety
+/// `obj` must point at a live object header.
+#[inline]
+pub unsafe fn is_sole_owner(obj: *const TVMFFIObject) -> bool {
+    // SAFETY: the caller guarantees a live header.
+    unsafe { (*obj).combined_ref_count.load(Ordering::Acquire) == INITIAL_REF_COUNT }
+}
+
 /// Weak count of a live object (including the weak reference the strong ones share).
 ///
 /// # Safety

@@ -187,3 +187,42 @@ fn s11_layout_helpers_on_odd_input() {
     let s = compact_strides(&[2, 1 << 40, 1 << 40]);
     assert_eq!(s, vec![i64::MAX, 1 << 40, 1]);
 }
+
+// ---- Session 24: structural in-place mutation of an object a WeakRef can still reach ------
+
+#[test]
+fn s24_structural_mutate_copies_what_a_weak_ref_can_reach() {
+    use anyffi::abi::kTVMFFIStr;
+    use anyffi::structural::mutate::structural_mutate;
+    use anyffi::{Array, ArrayObj, WeakRef};
+    use std::sync::{Arc, Mutex};
+    // Uniqueness went by the strong count alone, so an Array with a WeakRef was changed in
+    // place; a handle upgraded during the walk saw its elements replaced under it (and its
+    // borrowed element views read the freed string, under valgrind).
+    let long = "a string long enough to be an ffi.String object";
+    let arr = Array::from_vec(vec![Any::from(long), Any::from(7i64)]);
+    let weak: Arc<Mutex<WeakRef<ArrayObj>>> = Arc::new(Mutex::new(arr.downgrade()));
+    let held: Arc<Mutex<Option<Array>>> = Arc::new(Mutex::new(None));
+    let (w, h) = (weak.clone(), held.clone());
+    let cb = Function::from_packed(move |_args| {
+        *h.lock().unwrap() = w.lock().unwrap().upgrade();
+        Ok(Any::from("the replacement, also long enough"))
+    });
+    let out = structural_mutate(Any::from(arr), vec![(kTVMFFIStr, cb, false)]).unwrap();
+    let out = out.get::<Array>().unwrap();
+    assert_eq!(
+        out.get(0).unwrap().as_str(),
+        Some("the replacement, also long enough")
+    );
+    let held = held
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("upgraded during the walk");
+    assert_eq!(
+        held.get(0).unwrap().as_str(),
+        Some(long),
+        "changed in place"
+    );
+    assert_eq!(held.get(1).unwrap().as_i64(), Some(7));
+}

@@ -739,6 +739,15 @@ pub fn dtype_word(d: DLDataType) -> u64 {
     d.code as u64 | (d.bits as u64) << 8 | (d.lanes as u64) << 16
 }
 
+/// The error of a visitor's or mutator's entry called on another thread than the one its
+/// traversal runs on (their walk state is that thread's).
+pub(crate) fn other_thread_error(what: &str) -> Error {
+    Error::runtime_error(format!(
+        "{what}: called from a thread other than the one running its traversal; a structural \
+         visitor or mutator is used only on its traversal's thread"
+    ))
+}
+
 /// A raw pointer usable from the `Send + Sync` callback closures handed to custom hooks; the
 /// pointee is only touched on the thread that runs the walk, while it runs (checked). Also the
 /// re-entry of the dataclass engines (`dataclass.rs`) and of `ffi.ReprPrint` (`repr.rs`). The

@@ -16,6 +16,7 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::visit::{error_raw, runtime_type_index_match, take_error, update_visit_error_context};
 use super::{fields_of, get_field, metadata_of, stack, PtrMap, PtrSet};
@@ -55,7 +56,8 @@ pub struct MutatorVTable {
 pub struct MutatorHead {
     pub header: TVMFFIObject,
     pub vtable: *const MutatorVTable,
-    pub def_region_mode: i32,
+    /// As the visitor's (`visit::VisitorHead`): changed while the walk holds the mutator.
+    pub def_region_mode: AtomicI32,
 }
 
 const _: () = assert!(std::mem::size_of::<MutatorHead>() == 40);
@@ -153,7 +155,7 @@ pub unsafe fn mutate_raw(m: *mut TVMFFIObject, value: &TVMFFIAny, inplace: i32) 
     };
     let unique = value.type_index >= kTVMFFIStaticObjectBegin
         // SAFETY: an object value points at a live object.
-        && unsafe { !value.value.v_obj.is_null() && crate::object::strong_count(value.value.v_obj) == 1 };
+        && unsafe { !value.value.v_obj.is_null() && crate::object::is_sole_owner(value.value.v_obj) };
     let f = if inplace == INPLACE_ALLOW && unique {
         vt.maybe_inplace_mutate
     } else {
@@ -219,7 +221,11 @@ pub unsafe fn var_remap_set(
 /// `m` must be a live mutator object.
 pub unsafe fn region(m: *mut TVMFFIObject) -> i32 {
     // SAFETY: per the caller.
-    unsafe { (*(m as *const MutatorHead)).def_region_mode }
+    unsafe {
+        (*(m as *const MutatorHead))
+            .def_region_mode
+            .load(Ordering::Relaxed)
+    }
 }
 
 fn mutator_any(m: *mut TVMFFIObject) -> Any {
@@ -742,13 +748,16 @@ enum Engine {
 }
 
 /// A mutator made by this library: the C++ prefix, then its engine, variable-remap environment
-/// and the objects on the current path.
+/// and the objects on the current path. That state is the walking thread's (`RefCell`s): the
+/// mutator is an object any thread may get hold of (a callback's argument kept), so its entries
+/// refuse other threads (`thread`).
 #[repr(C)]
 pub struct EngineMutator {
     head: MutatorHead,
     engine: Engine,
     remap: RefCell<PtrMap<usize, (Any, Any)>>,
     active: RefCell<PtrSet<usize>>,
+    thread: usize,
 }
 
 // SAFETY: repr(C) with the mutator prefix first; the type index is ffi.StructuralMutator's.
@@ -771,11 +780,12 @@ fn new_engine(engine: Engine) -> ObjectRef<EngineMutator> {
         head: MutatorHead {
             header: TVMFFIObject::new::<EngineMutator>(),
             vtable: &ENGINE_VTABLE,
-            def_region_mode: kTVMFFIDefRegionKindNone,
+            def_region_mode: AtomicI32::new(kTVMFFIDefRegionKindNone),
         },
         engine,
         remap: RefCell::new(PtrMap::default()),
         active: RefCell::new(PtrSet::default()),
+        thread: crate::thread_token(),
     })
 }
 
@@ -824,7 +834,7 @@ impl EngineMutator {
         // SAFETY: `target` is live for the call.
         let view = unsafe { AnyView::from_raw(*target) };
         expected(if with_region {
-            let kind = Any::from(self.head.def_region_mode as i64);
+            let kind = Any::from(self.head.def_region_mode.load(Ordering::Relaxed) as i64);
             f.call(&[view, kind.as_view()])
         } else {
             f.call(&[view])
@@ -902,7 +912,7 @@ impl EngineMutator {
         } else {
             let unique = descent.type_index >= kTVMFFIStaticObjectBegin
                 // SAFETY: an object value points at a live object.
-                && unsafe { crate::object::strong_count(descent.value.v_obj) == 1 };
+                && unsafe { crate::object::is_sole_owner(descent.value.v_obj) };
             if unique {
                 INPLACE_ALLOW
             } else {
@@ -982,7 +992,11 @@ impl EngineMutator {
     }
 }
 
-fn guarded(f: impl FnOnce() -> TVMFFIAny) -> TVMFFIAny {
+/// The engine entries' frame: the thread check, then `f` with panics turned into errors.
+fn guarded(e: &EngineMutator, f: impl FnOnce() -> TVMFFIAny) -> TVMFFIAny {
+    if crate::thread_token() != e.thread {
+        return error_raw(super::other_thread_error("ffi.StructuralMutator"));
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => error_raw(Error::from_panic(p)),
@@ -992,7 +1006,7 @@ fn guarded(f: impl FnOnce() -> TVMFFIAny) -> TVMFFIAny {
 unsafe extern "C" fn engine_mutate(m: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: this vtable is only installed on EngineMutator objects.
     let e = unsafe { &*(m as *const EngineMutator) };
-    guarded(|| e.dispatch(&value, INPLACE_DISALLOW))
+    guarded(e, || e.dispatch(&value, INPLACE_DISALLOW))
 }
 
 unsafe extern "C" fn engine_maybe_inplace_mutate(
@@ -1001,13 +1015,13 @@ unsafe extern "C" fn engine_maybe_inplace_mutate(
 ) -> TVMFFIAny {
     // SAFETY: this vtable is only installed on EngineMutator objects.
     let e = unsafe { &*(m as *const EngineMutator) };
-    guarded(|| e.dispatch(&value, INPLACE_ALLOW))
+    guarded(e, || e.dispatch(&value, INPLACE_ALLOW))
 }
 
 unsafe extern "C" fn engine_remap_get(m: *mut TVMFFIObject, var: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: this vtable is only installed on EngineMutator objects.
     let e = unsafe { &*(m as *const EngineMutator) };
-    guarded(|| e.remap_get(&var))
+    guarded(e, || e.remap_get(&var))
 }
 
 unsafe extern "C" fn engine_remap_set(
@@ -1017,7 +1031,7 @@ unsafe extern "C" fn engine_remap_set(
 ) -> TVMFFIAny {
     // SAFETY: this vtable is only installed on EngineMutator objects.
     let e = unsafe { &*(m as *const EngineMutator) };
-    guarded(|| e.remap_set(&var, &mapped))
+    guarded(e, || e.remap_set(&var, &mapped))
 }
 
 fn run(engine: Engine, root: Any) -> Result<Any> {

@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::{fields_of, get_field, metadata_of, stack, PtrSet};
 use crate::abi::*;
@@ -44,7 +45,9 @@ pub struct VisitorVTable {
 pub struct VisitorHead {
     pub header: TVMFFIObject,
     pub vtable: *const VisitorVTable,
-    pub def_region_mode: i32,
+    /// Changed by `WithDefRegionKind` while the walk holds the visitor: an atomic (the layout
+    /// of an `i32`) so that the write goes through shared access.
+    pub def_region_mode: AtomicI32,
 }
 
 const _: () = assert!(std::mem::size_of::<VisitorHead>() == 40);
@@ -208,7 +211,11 @@ pub unsafe fn visit_raw(v: *mut TVMFFIObject, value: &TVMFFIAny) -> TVMFFIAny {
 /// `v` must be a live visitor object.
 pub unsafe fn region(v: *mut TVMFFIObject) -> i32 {
     // SAFETY: per the caller.
-    unsafe { (*(v as *const VisitorHead)).def_region_mode }
+    unsafe {
+        (*(v as *const VisitorHead))
+            .def_region_mode
+            .load(Ordering::Relaxed)
+    }
 }
 
 /// Sets the definition-region mode of a visitor.
@@ -216,8 +223,12 @@ pub unsafe fn region(v: *mut TVMFFIObject) -> i32 {
 /// # Safety
 /// `v` must be a live visitor object.
 pub unsafe fn set_region(v: *mut TVMFFIObject, kind: i32) {
-    // SAFETY: per the caller; the mode is plain traversal state.
-    unsafe { (*(v as *mut VisitorHead)).def_region_mode = kind };
+    // SAFETY: per the caller; the mode is traversal state, written through shared access.
+    unsafe {
+        (*(v as *const VisitorHead))
+            .def_region_mode
+            .store(kind, Ordering::Relaxed)
+    };
 }
 
 /// `WithDefRegionKind(kind, f)`: `f` runs with the mode set (no change inside a pattern region),
@@ -396,12 +407,15 @@ enum Engine {
     },
 }
 
-/// A visitor made by this library: the C++ prefix, then the engine and the active path.
+/// A visitor made by this library: the C++ prefix, then the engine and the active path. Its
+/// state is the walking thread's (`RefCell`s): the visitor is an object any thread may get hold
+/// of (a callback's argument kept), so its entry refuses other threads (`thread`).
 #[repr(C)]
 pub struct EngineVisitor {
     head: VisitorHead,
     engine: Engine,
     active: RefCell<PtrSet<usize>>,
+    thread: usize,
 }
 
 // SAFETY: repr(C) with the visitor prefix first; the type index is ffi.StructuralVisitor's.
@@ -421,10 +435,11 @@ fn new_engine(engine: Engine) -> ObjectRef<EngineVisitor> {
         head: VisitorHead {
             header: TVMFFIObject::new::<EngineVisitor>(),
             vtable: &ENGINE_VTABLE,
-            def_region_mode: kTVMFFIDefRegionKindNone,
+            def_region_mode: AtomicI32::new(kTVMFFIDefRegionKindNone),
         },
         engine,
         active: RefCell::new(PtrSet::default()),
+        thread: crate::thread_token(),
     })
 }
 
@@ -473,7 +488,7 @@ impl EngineVisitor {
             return Some(f.call(&[view]).and_then(walk_result));
         }
         let f = find_link(with_region, value.type_index)?;
-        let kind = Any::from(self.head.def_region_mode as i64);
+        let kind = Any::from(self.head.def_region_mode.load(Ordering::Relaxed) as i64);
         Some(f.call(&[view, kind.as_view()]).and_then(walk_result))
     }
 
@@ -566,6 +581,9 @@ impl EngineVisitor {
 unsafe extern "C" fn engine_visit(v: *mut TVMFFIObject, value: TVMFFIAny) -> TVMFFIAny {
     // SAFETY: this vtable is only installed on EngineVisitor objects.
     let engine = unsafe { &*(v as *const EngineVisitor) };
+    if crate::thread_token() != engine.thread {
+        return error_raw(super::other_thread_error("ffi.StructuralVisitor"));
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.visit(&value))) {
         Ok(r) => r,
         Err(p) => error_raw(Error::from_panic(p)),
