@@ -3,6 +3,34 @@
 //! Layers, bottom up: `abi` (C layouts) → `object` (header, refcounts) → `any` (owned/borrowed
 //! values) → one module per object type → `type_table` → `capi` (the exported C symbols, thin
 //! shells over the safe code).
+//!
+//! Owned values ([`Any`]) release what they hold on drop; borrowed ones ([`AnyView`]) are what
+//! functions receive. Arrays and Maps are immutable and shared (copy-on-write), Lists and Dicts
+//! are shared mutable containers; a [`Function`] is callable from every binding.
+//!
+//! ```
+//! use anyffi::{Any, AnyView, Array, Function, List, Map};
+//!
+//! let a = Array::from_vec(vec![Any::from(1i64), Any::from("two")]);
+//! assert_eq!(a.get(1).unwrap().as_str(), Some("two"));
+//!
+//! let l = List::new();
+//! l.push(Any::from(2.5f64));
+//! let alias = l.clone(); // the same List
+//! alias.push(Any::from(true));
+//! assert_eq!(l.len(), 2);
+//!
+//! let mut m = Map::from_pairs([(Any::from("k"), Any::from(1i64))]).unwrap();
+//! let before = m.clone();
+//! m.insert(Any::from("k"), Any::from(2i64)).unwrap(); // copy-on-write: `before` keeps 1
+//! assert_eq!(before.get_str("k").unwrap().unwrap().as_i64(), Some(1));
+//!
+//! let add = Function::from_typed("add", |x: i64, y: i64| x + y);
+//! let r = add.call(&[AnyView::from(2i64), AnyView::from(3i64)]).unwrap();
+//! assert_eq!(r.get::<i64>().unwrap(), 5);
+//! let e = add.call(&[AnyView::from(2i64)]).unwrap_err();
+//! assert_eq!(e.kind(), "TypeError");
+//! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 // `x % n != 0`, not `is_multiple_of` (Rust 1.87): the workspace's rust-version is 1.80.
 #![allow(clippy::manual_is_multiple_of)]
