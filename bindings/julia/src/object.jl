@@ -40,6 +40,10 @@ const _RELEASED = UInt(1) << 63
 @inline _field_ptr(x, v::Val) = Ptr{UInt}(pointer_from_objref(x) + _field_offset(x, v))
 
 # `_atomic_<op>!(p, v)`: one `atomicrmw <op>` (acq_rel) on the word at `p`, returning the old value.
+# The IR keeps typed pointers (`i64*`) on purpose: LLVM's parser reads them in both pointer modes
+# and in every version Julia has used (checked with llvm-as 14, 16 with and without opaque
+# pointers, and 19, which Julia 1.12+ builds on), while `ptr` fails in typed-pointer mode (Julia
+# up to 1.10). The same holds for `_frame_address` (function.jl).
 for op in (:xchg, :add, :sub, :or)
     ir = """
         %ptr = inttoptr i64 %0 to i64*
