@@ -69,6 +69,29 @@ impl TypeEntry {
                 self.key
             )));
         }
+        // A field that shadows an ancestor's is registered, with a warning on stderr for each
+        // ancestor (root first) that has it, in the official library's words.
+        for &a in &self.ancestors {
+            // SAFETY: ancestors' infos live in the table for the process's lifetime; their
+            // field arrays are read under the table's writer lock, which every update holds.
+            let (key, fields) = unsafe {
+                let a = &*a;
+                let n = a.num_fields.max(0) as usize;
+                let fields = if n == 0 || a.fields.is_null() {
+                    &[][..]
+                } else {
+                    std::slice::from_raw_parts(a.fields, n)
+                };
+                (byte_array_str(&a.type_key), fields)
+            };
+            for _ in fields.iter().filter(|f| taken(f)) {
+                eprintln!(
+                    "[WARNING] Field \"{name}\" in type \"{}\" duplicates an ancestor field in \
+                     \"{key}\". Child types should not re-register inherited fields.",
+                    self.key
+                );
+            }
+        }
         Ok(())
     }
 

@@ -7,6 +7,8 @@
  * number of dynamic types before we run, so only relative positions are
  * checked.
  */
+#include <stdlib.h>
+
 #include "tffi_test.h"
 
 static const TVMFFITypeInfo* info_of(int32_t ti) { return TVMFFIGetTypeInfo(ti); }
@@ -314,6 +316,47 @@ TEST(type_register_metadata_field_method) {
   /* The table retains the method function. */
   CHECK_EQ(tffi_strong(f), 2);
   CHECK_OK(TVMFFIObjectDecRef(f));
+}
+
+/* A field that shadows an ancestor's registers (0), with one warning line on stderr per
+ * ancestor that has it, in the official library's words. */
+TEST(type_field_shadowing_an_ancestor_is_registered_with_a_warning) {
+  int32_t base = get_or_alloc("anyffi_ctest.shadow.Base", -1, 1, 0, 1, kTVMFFIObject);
+  int32_t child = get_or_alloc("anyffi_ctest.shadow.Child", -1, 2, 0, 1, base);
+  const TVMFFITypeInfo* info;
+  TVMFFIFieldInfo field;
+  char* logged;
+  int rc;
+  REQUIRE(base >= kTVMFFIDynObjectBegin && child >= kTVMFFIDynObjectBegin);
+  memset(&field, 0, sizeof(field));
+  field.name = tffi_ba("v1");
+  field.doc = tffi_ba("");
+  field.metadata = tffi_ba("");
+  field.size = 8;
+  field.alignment = 8;
+  field.offset = 24;
+  field.field_static_type_index = kTVMFFIInt;
+  field.default_value_or_factory = tffi_none();
+  tffi_stderr_capture_begin();
+  rc = TVMFFITypeRegisterField(base, &field);
+  logged = tffi_stderr_capture_end();
+  CHECK_EQ(rc, 0);
+  REQUIRE(logged != NULL);
+  CHECK_EQ((int)strlen(logged), 0);
+  free(logged);
+  tffi_stderr_capture_begin();
+  rc = TVMFFITypeRegisterField(child, &field);
+  logged = tffi_stderr_capture_end();
+  CHECK_EQ(rc, 0);
+  REQUIRE(logged != NULL);
+  CHECK(strcmp(logged,
+               "[WARNING] Field \"v1\" in type \"anyffi_ctest.shadow.Child\" duplicates an "
+               "ancestor field in \"anyffi_ctest.shadow.Base\". Child types should not "
+               "re-register inherited fields.\n") == 0);
+  free(logged);
+  info = info_of(child);
+  REQUIRE(info != NULL);
+  CHECK_EQ(info->num_fields, 1);
 }
 
 TEST(type_attr_columns) {
