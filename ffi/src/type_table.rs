@@ -29,6 +29,9 @@ pub const MAX_TYPES: usize = CHUNK * NUM_CHUNKS;
 pub struct TypeEntry {
     pub info: TVMFFITypeInfo,
     key: Box<str>,
+    /// The key's bytes and a NUL, which `info.type_key` points at (C readers print it with
+    /// `%s`, as the official table's keys allow; an empty key still has a valid pointer).
+    key_c: Box<[u8]>,
     ancestors: Box<[*const TVMFFITypeInfo]>,
     num_slots: i32,
     allocated_slots: i32,
@@ -392,6 +395,15 @@ impl Table {
             None
         };
         let index = if static_index >= 0 {
+            // (at or past the next dynamic index, a later dynamic type would take the same
+            // index: the official table refuses it too, by exiting)
+            if static_index >= w.counter {
+                return Err(Error::runtime_error(format!(
+                    "TVMFFITypeGetOrAllocIndex: static index {static_index} of `{key}` is not \
+                     below the next dynamic type index {}",
+                    w.counter
+                )));
+            }
             if static_index as usize >= MAX_TYPES || !self.get(static_index).is_null() {
                 let other = self.get(static_index);
                 let other = if other.is_null() {
@@ -414,6 +426,17 @@ impl Table {
             // SAFETY: entries are never freed; mutated only under the writer lock we hold.
             let p = unsafe { &mut *p };
             let need = child_slots + 1;
+            // (a static registration may have taken one of the parent's slots: step past it
+            // rather than give its index to a second type)
+            while p.allocated_slots + need <= p.num_slots
+                && (0..need).any(|k| {
+                    !self
+                        .get(p.info.type_index + p.allocated_slots + k)
+                        .is_null()
+                })
+            {
+                p.allocated_slots += 1;
+            }
             if p.allocated_slots + need <= p.num_slots {
                 let ti = p.info.type_index + p.allocated_slots;
                 p.allocated_slots += need;
@@ -457,13 +480,14 @@ impl Table {
             )));
         }
         let key_box: Box<str> = key.into();
+        let key_c: Box<[u8]> = key.bytes().chain([0]).collect();
         let ancestors = ancestors.into_boxed_slice();
         let entry = Box::into_raw(Box::new(TypeEntry {
             info: TVMFFITypeInfo {
                 type_index: index,
                 type_depth: depth,
                 type_key: TVMFFIByteArray {
-                    data: key_box.as_ptr() as *const _,
+                    data: key_c.as_ptr() as *const _,
                     size: key_box.len(),
                 },
                 type_ancestors: if ancestors.is_empty() {
@@ -479,6 +503,7 @@ impl Table {
                 metadata: ptr::null(),
             },
             key: key_box,
+            key_c,
             ancestors,
             num_slots: child_slots + 1,
             allocated_slots: 1,
@@ -529,10 +554,17 @@ impl Table {
         let mut w = self.writer.lock();
         let e = self.entry_mut(&mut w, index, "TVMFFITypeRegisterMetadata")?;
         if e.metadata.is_some() {
-            return Err(Error::runtime_error(format!(
-                "TVMFFITypeRegisterMetadata: Overriding the metadata of `{}` is not allowed",
+            // worded and logged (traceback, kind, message on stderr) as the official library
+            let err = Error::runtime_error(format!(
+                "Overriding {}, possible causes:\n\
+                 - two ObjectDef<T>() calls for the same T \n\
+                 - when we forget to assign _type_key to ObjectRef<Y> that inherits from T\n\
+                 - another type with the same key is already registered\n\
+                 Cross check the reflection registration.",
                 e.key
-            )));
+            ));
+            eprint!("{}", err.full_message());
+            return Err(err);
         }
         let doc = leak_bytes(&mut e.strings, &meta.doc);
         let m = Box::new(TVMFFITypeMetadata { doc, ..*meta });
@@ -816,19 +848,28 @@ impl Table {
         if index == kTVMFFINone {
             return Ok(());
         }
-        if index < 0 || t.get(index).is_null() {
+        // (an index no type has yet is accepted, as the official library does: the type that
+        // takes it later has the attribute)
+        if index < 0 || index as usize >= MAX_TYPES {
             return Err(Error::value_error(format!(
-                "TVMFFITypeRegisterAttr: unknown type index {index} for attribute `{name}`"
+                "TVMFFITypeRegisterAttr: type index {index} for attribute `{name}` is out of \
+                 range (0 to {})",
+                MAX_TYPES - 1
             )));
         }
         // SAFETY: columns are leaked and mutated only under the writer lock.
         let col = unsafe { &mut *col };
         let i = index as usize;
         if i < col.values.len() && col.values[i].type_index != kTVMFFINone {
-            // SAFETY: entries are never freed.
-            let key = unsafe { &(*t.get(index)).key };
+            let e = t.get(index);
+            let of = if e.is_null() {
+                format!("type index {index}")
+            } else {
+                // SAFETY: entries are never freed.
+                format!("type `{}`", unsafe { &(*e).key })
+            };
             return Err(Error::runtime_error(format!(
-                "TVMFFITypeRegisterAttr: attribute `{name}` of type `{key}` is already registered"
+                "TVMFFITypeRegisterAttr: attribute `{name}` of {of} is already registered"
             )));
         }
         // SAFETY: the caller passes a valid view; we keep an owned copy.

@@ -272,9 +272,23 @@ TEST(type_register_metadata_field_method) {
   CHECK_EQ(info->metadata->structural_eq_hash_kind, kTVMFFISEqHashKindTreeNode);
   CHECK_BA(info->metadata->doc, "a test type");
   CHECK(info->metadata->doc.data != md.doc.data); /* copied */
-  tffi_stderr_silence(); /* the official library also logs this one */
-  CHECK_RAISES(TVMFFITypeRegisterMetadata(ti, &md), "RuntimeError", "Overriding");
-  tffi_stderr_restore();
+  /* A second registration is refused and logged (traceback, kind, message), worded alike. */
+  {
+    char* logged;
+    int rc;
+    tffi_stderr_capture_begin();
+    rc = TVMFFITypeRegisterMetadata(ti, &md);
+    logged = tffi_stderr_capture_end();
+    CHECK_RAISES(rc, "RuntimeError",
+                 "Overriding anyffi_ctest.reflect.Thing, possible causes:\n"
+                 "- two ObjectDef<T>() calls for the same T \n");
+    REQUIRE(logged != NULL);
+    CHECK(strncmp(logged, "Traceback (most recent call last):\n", 35) == 0);
+    CHECK(strstr(logged, "RuntimeError: Overriding anyffi_ctest.reflect.Thing, possible causes:") !=
+          NULL);
+    CHECK(strstr(logged, "Cross check the reflection registration.") != NULL);
+    free(logged);
+  }
 
   memset(&field, 0, sizeof(field));
   field.name = tffi_ba("x");
@@ -357,6 +371,79 @@ TEST(type_field_shadowing_an_ancestor_is_registered_with_a_warning) {
   info = info_of(child);
   REQUIRE(info != NULL);
   CHECK_EQ(info->num_fields, 1);
+}
+
+/* Every type key is NUL-terminated in place (C readers print it with %s), the empty one too. */
+TEST(type_keys_are_nul_terminated) {
+  int32_t ti = get_or_alloc("anyffi_ctest.nul.Key", -1, 1, 0, 1, kTVMFFIObject);
+  int32_t empty = get_or_alloc("", -1, 1, 0, 1, kTVMFFIObject);
+  const TVMFFITypeInfo* info;
+  REQUIRE(ti >= kTVMFFIDynObjectBegin && empty >= kTVMFFIDynObjectBegin);
+  info = info_of(ti);
+  REQUIRE(info != NULL);
+  CHECK_EQ((int)info->type_key.size, 20);
+  CHECK_EQ(info->type_key.data[info->type_key.size], '\0');
+  CHECK(strcmp(info->type_key.data, "anyffi_ctest.nul.Key") == 0);
+  info = info_of(kTVMFFIStr);
+  REQUIRE(info != NULL);
+  CHECK(strcmp(info->type_key.data, "ffi.String") == 0);
+  info = info_of(kTVMFFINone);
+  REQUIRE(info != NULL);
+  CHECK(strcmp(info->type_key.data, "None") == 0);
+  info = info_of(empty);
+  REQUIRE(info != NULL);
+  CHECK_EQ((int)info->type_key.size, 0);
+  REQUIRE(info->type_key.data != NULL);
+  CHECK_EQ(info->type_key.data[0], '\0');
+}
+
+/* Ours only (the official library exits on the first, and gives the second's index to two
+ * types): a static index at or past the next dynamic one is refused, and a dynamic child steps
+ * past a parent's slot that a static registration took. */
+TEST(type_static_indices_never_meet_dynamic_ones) {
+  int32_t probe, parent, stat, child, next;
+  TVMFFIByteArray k;
+  if (tffi_get_global("anyffi.testing.nop") == NULL) SKIP("the official library exits here");
+  probe = get_or_alloc("anyffi_ctest.static.Probe", -1, 1, 0, 1, kTVMFFIObject);
+  REQUIRE(probe >= kTVMFFIDynObjectBegin);
+  /* probe took the last dynamic index: probe + 1 is the next one */
+  tffi_stderr_silence();
+  CHECK_EQ(get_or_alloc("anyffi_ctest.static.AtCounter", probe + 1, 1, 0, 1, kTVMFFIObject), -1);
+  tffi_stderr_restore();
+  CHECK_RAISES(-1, "RuntimeError", "is not below the next dynamic type index");
+  next = get_or_alloc("anyffi_ctest.static.Next", -1, 1, 0, 1, kTVMFFIObject);
+  CHECK_EQ(next, probe + 1);
+  k = tffi_ba("anyffi_ctest.static.AtCounter");
+  CHECK_EQ(TVMFFITypeKeyToIndex(&k, &stat), -1);
+  tffi_clear_error();
+
+  parent = get_or_alloc("anyffi_ctest.static.Parent", -1, 1, 3, 1, kTVMFFIObject);
+  REQUIRE(parent >= kTVMFFIDynObjectBegin);
+  stat = get_or_alloc("anyffi_ctest.static.InSlot", parent + 1, 2, 0, 1, parent);
+  CHECK_EQ(stat, parent + 1);
+  child = get_or_alloc("anyffi_ctest.static.Child", -1, 2, 0, 1, parent);
+  CHECK_EQ(child, parent + 2);
+  REQUIRE(info_of(parent + 1) != NULL);
+  CHECK(strcmp(info_of(parent + 1)->type_key.data, "anyffi_ctest.static.InSlot") == 0);
+}
+
+/* An attribute may be registered for a type index no type has yet (as the official library
+ * allows); a second value for it is refused. */
+TEST(type_attr_on_an_index_without_a_type) {
+  int32_t probe = get_or_alloc("anyffi_ctest.attr.Probe", -1, 1, 0, 1, kTVMFFIObject);
+  int32_t free_ti = probe + 40;
+  TVMFFIByteArray name = tffi_ba("anyffi_ctest_attr_free");
+  TVMFFIAny value = tffi_int(77);
+  const TVMFFITypeAttrColumn* col;
+  REQUIRE(probe >= kTVMFFIDynObjectBegin);
+  /* (TVMFFIGetTypeInfo of free_ti would make the official library exit) */
+  CHECK_OK(TVMFFITypeRegisterAttr(free_ti, &name, &value));
+  col = TVMFFIGetTypeAttrColumn(&name);
+  REQUIRE(col != NULL);
+  REQUIRE(free_ti - col->begin_index < col->size);
+  CHECK_EQ(col->data[free_ti - col->begin_index].type_index, kTVMFFIInt);
+  CHECK_EQ(col->data[free_ti - col->begin_index].v_int64, 77);
+  CHECK_RAISES(TVMFFITypeRegisterAttr(free_ti, &name, &value), "RuntimeError", NULL);
 }
 
 TEST(type_attr_columns) {
