@@ -92,14 +92,15 @@ unsafe extern "C" fn update_backtrace(obj: *mut c_void, bt: *const TVMFFIByteArr
     let err = unsafe { &mut *(obj as *mut ErrorObj) };
     // SAFETY: as above.
     let storage = unsafe { &mut *err.storage.get() };
-    // SAFETY: the caller passes a valid byte range.
-    let add = unsafe { bytes_of(&*bt) };
+    // SAFETY: the caller passes a valid byte range. Copied first: it may point into this
+    // error's own backtrace (appending a backtrace to itself), which the updates below move.
+    let add = unsafe { bytes_of(&*bt) }.to_vec();
     storage.backtrace.pop();
     // Replace (0) replaces; every other mode appends, as in the official library
     if mode == kTVMFFIBacktraceUpdateModeReplace {
         storage.backtrace.clear();
     }
-    storage.backtrace.extend_from_slice(add);
+    storage.backtrace.extend_from_slice(&add);
     storage.backtrace.push(0);
     err.cell.backtrace = byte_array(&storage.backtrace);
 }

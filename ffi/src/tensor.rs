@@ -117,10 +117,8 @@ pub fn is_contiguous(shape: &[i64], strides: Option<&[i64]>) -> bool {
 
 /// Whether the device type addresses memory directly (so data pointers can be checked).
 fn is_direct_address(device_type: i32) -> bool {
-    matches!(
-        device_type,
-        kDLCPU | kDLCUDA | kDLCUDAHost | kDLCUDAManaged | kDLROCM | kDLROCMHost
-    )
+    // (every type up to CUDAHost, the invalid 0 and negative ones included, as upstream's test)
+    device_type <= kDLCUDAHost || matches!(device_type, kDLCUDAManaged | kDLROCM | kDLROCMHost)
 }
 
 /// Reads the shape and strides of a DLTensor, checking the pointers the ndim requires.

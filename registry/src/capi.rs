@@ -214,15 +214,29 @@ pub unsafe extern "C" fn TVMFFIEnvTensorAlloc(
     prototype: *mut DLTensor,
     out: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
+    let mut code = -1;
+    let rc = guard(|| {
         let out = non_null(out, "TVMFFIEnvTensorAlloc", "out")? as *mut *mut c_void;
         let proto = non_null(prototype, "TVMFFIEnvTensorAlloc", "prototype")? as *mut DLTensor;
         // SAFETY: the caller passes a valid prototype.
-        let t = unsafe { env::env_tensor_alloc(proto) }?;
-        // SAFETY: checked out-parameter.
-        unsafe { *out = t.into_raw() as *mut c_void };
-        Ok(())
-    })
+        match unsafe { env::env_tensor_alloc_rc(proto) } {
+            Ok(t) => {
+                // SAFETY: checked out-parameter.
+                unsafe { *out = t.into_raw() as *mut c_void };
+                Ok(())
+            }
+            Err((c, e)) => {
+                code = c;
+                Err(e)
+            }
+        }
+    });
+    // the allocator's own code when it failed (-2: the host raised the error), as upstream
+    if rc != 0 {
+        code
+    } else {
+        0
+    }
 }
 
 /// Polls the host for pending signals: -1 when one is pending (the host keeps the error).

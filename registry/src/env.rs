@@ -114,10 +114,25 @@ unsafe extern "C" fn forward_alloc_error(
 /// # Safety
 /// `prototype` must be a valid DLTensor (only dtype, ndim, shape and device are read).
 pub unsafe fn env_tensor_alloc(prototype: *mut DLTensor) -> Result<Tensor> {
+    // SAFETY: forwarded contract.
+    unsafe { env_tensor_alloc_rc(prototype) }.map_err(|(_, e)| e)
+}
+
+/// `env_tensor_alloc` with the allocator's own return code on failure (the C function returns
+/// it as the official one does: -2 says the host raised the error), beside the error raised.
+///
+/// # Safety
+/// As [`env_tensor_alloc`].
+pub unsafe fn env_tensor_alloc_rc(
+    prototype: *mut DLTensor,
+) -> std::result::Result<Tensor, (c_int, Error)> {
     let Some(alloc) = tensor_allocator().or(*FALLBACK_ALLOCATOR.lock()) else {
-        return Err(Error::runtime_error(
-            "TVMFFIEnvTensorAlloc: allocator is nullptr, likely because \
-             TVMFFIEnvSetDLPackManagedTensorAllocator has not been called.",
+        return Err((
+            -1,
+            Error::runtime_error(
+                "TVMFFIEnvTensorAlloc: allocator is nullptr, likely because \
+                 TVMFFIEnvSetDLPackManagedTensorAllocator has not been called.",
+            ),
         ));
     };
     let mut mt: *mut DLManagedTensorVersioned = std::ptr::null_mut();
@@ -131,15 +146,31 @@ pub unsafe fn env_tensor_alloc(prototype: *mut DLTensor) -> Result<Tensor> {
         )
     };
     if rc != 0 {
-        return Err(anyffi::error::fetch_raised("the DLPack tensor allocator"));
+        let e = anyffi::error::take_raised().unwrap_or_else(|| {
+            Error::internal(format!(
+                "the DLPack tensor allocator returned {rc} but raised no error"
+            ))
+        });
+        return Err((rc, e));
     }
     if mt.is_null() {
-        return Err(Error::runtime_error(
-            "TVMFFIEnvTensorAlloc: the allocator returned no tensor",
+        return Err((
+            -1,
+            Error::runtime_error("TVMFFIEnvTensorAlloc: the allocator returned no tensor"),
         ));
     }
     // SAFETY: the allocator produced a valid managed tensor that we now own.
-    unsafe { Tensor::from_dlpack_versioned(mt, 0, false) }
+    unsafe { Tensor::from_dlpack_versioned(mt, 0, false) }.map_err(|e| {
+        // refused (a version, flags or layout this library cannot hold): it is still ours
+        // to release
+        // SAFETY: the allocator's managed tensor, not taken by the failed import.
+        unsafe {
+            if let Some(d) = (*mt).deleter {
+                d(mt);
+            }
+        }
+        (-1, e)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -182,6 +182,25 @@ TEST(dlpack_require_alignment_non_direct_device) {
   CHECK_EQ(p.deleter_calls, 0);
 }
 
+/* Device type 0 (no valid DLPack device) counts as direct-address, as every type up to
+ * kDLCUDAHost does upstream: the data pointer itself must be aligned. */
+TEST(dlpack_require_alignment_device_type_zero) {
+  Producer p;
+  void* t = NULL;
+  producer_init(&p, 1);
+  p.mt.dl_tensor.device.device_type = 0;
+  p.mt.dl_tensor.data = (void*)(uintptr_t)0x1004; /* never dereferenced */
+  CHECK_RAISES(TVMFFITensorFromDLPack(&p.mt, 64, 0, &t), "RuntimeError", "aligned");
+  CHECK_EQ(p.deleter_calls, 0);
+  producer_init(&p, 1);
+  p.mt.dl_tensor.device.device_type = 0;
+  p.mt.dl_tensor.data = (void*)(uintptr_t)0x1000;
+  if (CHECK_OK(TVMFFITensorFromDLPack(&p.mt, 64, 0, &t))) {
+    CHECK_OK(TVMFFIObjectDecRef(t));
+  }
+  CHECK_EQ(p.deleter_calls, 1);
+}
+
 TEST(dlpack_require_contiguous) {
   Producer p;
   void* t = NULL;

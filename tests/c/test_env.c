@@ -274,6 +274,71 @@ static int is_anyffi(void) {
   return 1;
 }
 
+/* Allocators that fail with their own codes, and one whose tensor this library refuses. */
+static int alloc_raises_minus2(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
+                               void (*set_error)(void*, const char*, const char*)) {
+  (void)proto;
+  (void)out;
+  set_error(error_ctx, "K2", "m2");
+  return -2;
+}
+
+static int alloc_returns_7(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
+                           void (*set_error)(void*, const char*, const char*)) {
+  (void)proto;
+  (void)out;
+  (void)error_ctx;
+  (void)set_error;
+  return 7;
+}
+
+static int alloc_version_2(DLTensor* proto, DLManagedTensorVersioned** out, void* error_ctx,
+                           void (*set_error)(void*, const char*, const char*)) {
+  int rc = test_allocator(proto, out, error_ctx, set_error);
+  if (rc == 0) (*out)->version.major = 2;
+  return rc;
+}
+
+/* The allocator's failure code comes back as it returned it (-2: the error is already raised),
+ * as on the official library; a tensor the library refuses is released, not leaked (ours: the
+ * official library takes any DLPack major version here). */
+TEST(env_tensor_alloc_failure_codes) {
+  DLTensor proto;
+  int64_t shape[1] = {3};
+  void* t = NULL;
+  char kind[64], msg[256];
+  DLPackManagedTensorAllocator before = TVMFFIEnvGetDLPackManagedTensorAllocator();
+  memset(&proto, 0, sizeof(proto));
+  proto.device.device_type = kDLCPU;
+  proto.ndim = 1;
+  proto.dtype.code = kDLFloat;
+  proto.dtype.bits = 32;
+  proto.dtype.lanes = 1;
+  proto.shape = shape;
+
+  REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(alloc_raises_minus2, 0, NULL));
+  CHECK_EQ(TVMFFIEnvTensorAlloc(&proto, &t), -2);
+  CHECK(t == NULL);
+  CHECK_RAISES(-1, "K2", "m2");
+
+  REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(alloc_returns_7, 0, NULL));
+  CHECK_EQ(TVMFFIEnvTensorAlloc(&proto, &t), 7);
+  CHECK(t == NULL);
+  tffi_clear_error(); /* ours raises an InternalError naming the code; upstream raises none */
+
+  if (is_anyffi()) {
+    g_alloc_calls = g_alloc_frees = 0;
+    REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(alloc_version_2, 0, NULL));
+    CHECK_RAISES(TVMFFIEnvTensorAlloc(&proto, &t), "RuntimeError", "major version 2");
+    CHECK(t == NULL);
+    CHECK_EQ(g_alloc_calls, 1);
+    CHECK_EQ(g_alloc_frees, 1);
+  }
+  (void)kind;
+  (void)msg;
+  REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(before, 0, NULL));
+}
+
 TEST(env_tensor_alloc) {
   DLTensor proto;
   int64_t shape[2] = {5, 6};

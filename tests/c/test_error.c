@@ -202,6 +202,34 @@ TEST(error_update_backtrace_modes) {
   CHECK_OK(TVMFFIObjectDecRef(err));
 }
 
+/* Appending an error's own backtrace to itself doubles it (the range points into the buffer
+ * the update grows). */
+TEST(error_update_backtrace_appends_itself) {
+  void* err = make_error("RuntimeError", "m", "0123456789abcdefghijklmnopqrstu\n");
+  TVMFFIErrorCell* cell;
+  TVMFFIByteArray self;
+  REQUIRE(err != NULL);
+  cell = error_cell(err);
+  self = cell->backtrace;
+  cell->update_backtrace(err, &self, kTVMFFIBacktraceUpdateModeAppend);
+  CHECK_BA(cell->backtrace,
+           "0123456789abcdefghijklmnopqrstu\n0123456789abcdefghijklmnopqrstu\n");
+  CHECK_EQ(cell->backtrace.data[cell->backtrace.size], '\0');
+  CHECK_OK(TVMFFIObjectDecRef(err));
+}
+
+/* TVMFFIBacktrace's text is NUL-terminated in place (a C caller may print it with %s). */
+TEST(error_backtrace_text_is_nul_terminated) {
+  int i;
+  for (i = 0; i < 3; ++i) {
+    const TVMFFIByteArray* bt = TVMFFIBacktrace(i == 0 ? NULL : __FILE__, 10 * i, i == 2 ? "f" : NULL, i);
+    REQUIRE(bt != NULL);
+    REQUIRE(bt->data != NULL);
+    CHECK_EQ(bt->data[bt->size], '\0');
+    CHECK_EQ(strlen(bt->data), bt->size);
+  }
+}
+
 TEST(error_not_cleared_by_successful_call) {
   /* A successful call does not clear a pending error (spec §1.1). */
   void* got = NULL;

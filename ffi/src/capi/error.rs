@@ -185,10 +185,13 @@ pub unsafe extern "C" fn TVMFFIBacktrace(
     BACKTRACE_BUF
         .try_with(|b| {
             let mut b = b.borrow_mut();
+            // NUL after the text, as the official std::string result has (C callers print it)
+            let size = text.len();
             b.0 = text;
+            b.0.push('\0');
             b.1 = TVMFFIByteArray {
                 data: b.0.as_ptr() as *const c_char,
-                size: b.0.len(),
+                size,
             };
             &b.1 as *const TVMFFIByteArray
         })
