@@ -347,6 +347,8 @@ unsafe fn release_last_strong(obj: *mut TVMFFIObject, old: u64) {
     RELEASES.with(|r| {
         let depth = r.depth.get();
         if depth >= MAX_RELEASE_DEPTH
+            // SAFETY: the header is alive until the deleter frees it.
+            && deleter_is_ours(unsafe { (*obj).deleter })
             && DEFERRED_RELEASES
                 .try_with(|q| q.borrow_mut().push((obj as usize, old)))
                 .is_ok()
@@ -377,13 +379,51 @@ unsafe fn release_last_strong(obj: *mut TVMFFIObject, old: u64) {
     })
 }
 
+/// Whether `deleter` is this library's code, whose objects may be released later in the same
+/// outermost `DecRef` (queued past [`MAX_RELEASE_DEPTH`]). A foreign deleter (a C or C++
+/// object's) runs at once, however deep: its code may count on a child being gone when its
+/// `DecRef` returns, as the official library's synchronous release guarantees (a C parent that
+/// its child's deleter reads read freed memory when the child was queued; session 24 audit).
+/// Asked only past the depth limit; the last answer is kept per thread (a deep chain has few
+/// deleters).
+fn deleter_is_ours(deleter: Option<unsafe extern "C" fn(*mut c_void, i32)>) -> bool {
+    let Some(d) = deleter else { return true };
+    thread_local!(static LAST: Cell<(usize, bool)> = const { Cell::new((0, false)) });
+    let d = d as usize;
+    if let Ok((p, ours)) = LAST.try_with(Cell::get) {
+        if p == d {
+            return ours;
+        }
+    }
+    let base = |addr: usize| {
+        // SAFETY: dladdr only reads the loader's tables; `info` is a plain out-parameter.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            (libc::dladdr(addr as *const c_void, &mut info) != 0).then_some(info.dli_fbase as usize)
+        }
+    };
+    static OWN_BASE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let own = *OWN_BASE.get_or_init(|| base(deleter_is_ours as *const () as usize));
+    let ours = own.is_some() && base(d) == own;
+    let _ = LAST.try_with(|l| l.set((d, ours)));
+    ours
+}
+
 /// The deleter calls for an object whose last strong reference is gone (count word `old`
 /// before the drop).
 unsafe fn run_deleter(obj: *mut TVMFFIObject, old: u64) {
     // SAFETY: the header outlives the strong part until the weak release below.
     let deleter = unsafe { (*obj).deleter };
     fence(Ordering::Acquire);
-    let Some(deleter) = deleter else { return };
+    let Some(deleter) = deleter else {
+        // nothing to call, but the shared weak "1" still goes (weak references may read the
+        // count, as the official DecRef leaves it)
+        if old != INITIAL_REF_COUNT {
+            // SAFETY: the block is alive while the shared weak "1" is held.
+            unsafe { dec_weak(obj) };
+        }
+        return;
+    };
     if old == INITIAL_REF_COUNT {
         // SAFETY: no strong or weak reference remains.
         unsafe { deleter(obj as *mut c_void, kTVMFFIObjectDeleterFlagBitMaskBoth) };

@@ -295,31 +295,56 @@ pub fn check_signals() -> c_int {
 // Custom object allocator (stored and returned; dormant in this ABI version, spec §2.3)
 // ---------------------------------------------------------------------------------------------
 
-/// Alignment of the body after the allocation header (`alignof(max_align_t)`).
-const BODY_OFFSET: usize = 16;
+/// Bytes before the body that the builtin allocator uses: the block's base pointer (for the
+/// free), then the allocation header right before the body.
+const PREFIX: usize = 16;
 
 unsafe extern "C" fn default_delete_space(body: *mut c_void) {
-    // SAFETY: `body` came from `default_allocate`, BODY_OFFSET bytes into a malloc block.
-    unsafe { libc::free((body as *mut u8).sub(BODY_OFFSET) as *mut c_void) };
+    // SAFETY: `body` came from `default_allocate`, which stored the malloc base PREFIX bytes
+    // before it.
+    unsafe { libc::free(*((body as *mut u8).sub(PREFIX) as *const *mut c_void)) };
 }
 
+/// The builtin allocator: any power-of-two alignment (the body is aligned inside a block
+/// `align` bytes larger when that is more than malloc's 16). Failures raise an error before
+/// returning NULL, as `c_api.h` asks of an allocator.
 unsafe extern "C" fn default_allocate(
     size: usize,
     align: usize,
     _ti: i32,
     _ctx: *mut c_void,
 ) -> *mut c_void {
-    if align > BODY_OFFSET {
+    if !align.is_power_of_two() {
+        anyffi::error::set_raised(Error::value_error(format!(
+            "object allocation: alignment {align} is not a power of two"
+        )));
         return std::ptr::null_mut();
     }
-    // SAFETY: plain malloc of the header prefix plus the body.
-    let base = unsafe { libc::malloc(size + BODY_OFFSET) } as *mut u8;
+    let slack = align.saturating_sub(16);
+    let Some(total) = size.checked_add(PREFIX + slack) else {
+        anyffi::error::set_raised(Error::new(
+            "MemoryError",
+            format!(
+                "object allocation: {size} bytes aligned to {align} overflow the address space"
+            ),
+        ));
+        return std::ptr::null_mut();
+    };
+    // SAFETY: plain malloc of the prefix, the alignment slack and the body.
+    let base = unsafe { libc::malloc(total) } as *mut u8;
     if base.is_null() {
+        anyffi::error::set_raised(Error::new(
+            "MemoryError",
+            format!("object allocation: out of memory for {size} bytes"),
+        ));
         return std::ptr::null_mut();
     }
-    // SAFETY: the block has room for the prefix; the header sits right before the body.
+    // SAFETY: the block has room for the prefix and the slack; the base pointer and the header
+    // sit right before the aligned body.
     unsafe {
-        let body = base.add(BODY_OFFSET);
+        let first = base as usize + PREFIX;
+        let body = base.add(first.next_multiple_of(align.max(16)) - base as usize);
+        *(body.sub(PREFIX) as *mut *mut u8) = base;
         let hdr = body.sub(std::mem::size_of::<TVMFFIObjectAllocHeader>())
             as *mut TVMFFIObjectAllocHeader;
         hdr.write(TVMFFIObjectAllocHeader {

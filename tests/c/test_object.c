@@ -163,6 +163,58 @@ TEST(decref_test_object_null_deleter) {
   CHECK_NO_PENDING_ERROR();
 }
 
+TEST(decref_null_deleter_still_drops_the_shared_weak_one) {
+  /* As the official DecRef: the weak "1" the strong references share goes with the last of
+   * them, deleter or not (a weak reference still holds the block). */
+  TestObj obj;
+  test_obj_init(&obj, BOTH_ONE + ((uint64_t)1 << 32)); /* strong 1, weak 2 */
+  obj.header.deleter = NULL;
+  CHECK_OK(TVMFFIObjectDecRef(&obj));
+  CHECK_EQ(obj.num_calls, 0);
+  CHECK_EQ_HEX(obj.header.combined_ref_count, (uint64_t)1 << 32);
+}
+
+/* A chain of C objects deeper than any release queue: each deleter releases its child, whose
+ * deleter reads its parent, so every child must be gone when its parent's DecRef returns (ours
+ * queued releases past 128 levels, and a child then read its freed parent). */
+typedef struct ChainNode {
+  TVMFFIObject header;
+  struct ChainNode* child;
+  struct ChainNode* parent;
+  int inside; /* inside its own deleter */
+} ChainNode;
+static int g_chain_deleted, g_chain_parent_not_inside;
+static void chain_deleter(void* self, int flags) {
+  ChainNode* n = (ChainNode*)self;
+  n->inside = 1;
+  if (n->parent != NULL && !n->parent->inside) ++g_chain_parent_not_inside;
+  if (n->child != NULL) TVMFFIObjectDecRef(n->child);
+  ++g_chain_deleted;
+  n->inside = 0;
+  if (flags & kTVMFFIObjectDeleterFlagBitMaskWeak) free(n);
+}
+
+TEST(decref_deep_chain_of_c_objects_releases_each_child_in_its_parent) {
+  enum { N = 400 };
+  ChainNode* nodes[N];
+  int i;
+  g_chain_deleted = g_chain_parent_not_inside = 0;
+  for (i = 0; i < N; ++i) {
+    nodes[i] = (ChainNode*)calloc(1, sizeof(ChainNode));
+    REQUIRE(nodes[i] != NULL);
+    nodes[i]->header.combined_ref_count = BOTH_ONE;
+    nodes[i]->header.type_index = kTVMFFIObject;
+    nodes[i]->header.deleter = chain_deleter;
+  }
+  for (i = 0; i + 1 < N; ++i) {
+    nodes[i]->child = nodes[i + 1];
+    nodes[i + 1]->parent = nodes[i];
+  }
+  CHECK_OK(TVMFFIObjectDecRef(nodes[0]));
+  CHECK_EQ(g_chain_deleted, N);
+  CHECK_EQ(g_chain_parent_not_inside, 0);
+}
+
 static int g_heap_obj_deleter_calls = 0;
 static void heap_obj_deleter(void* self, int flags) {
   ++g_heap_obj_deleter_calls;
@@ -258,4 +310,31 @@ TEST(custom_allocator_builtin_default_allocates) {
   hdr = (TVMFFIObjectAllocHeader*)body - 1;
   REQUIRE(hdr->delete_space != NULL);
   hdr->delete_space(body);
+}
+
+/* Ours: the builtin allocator aligns the body to any power of two (the official one returns
+ * a block 16 bytes past malloc's for 32 and 64), and raises an error before returning NULL. */
+TEST(custom_allocator_builtin_default_alignments) {
+  TVMFFICustomAllocator* def = TVMFFIGetCustomAllocator();
+  static const size_t aligns[] = {1, 8, 16, 32, 64, 256, 4096};
+  size_t i;
+  TVMFFIByteArray name = {"anyffi.testing.nop", 18};
+  void* f = NULL;
+  if (TVMFFIFunctionGetGlobal(&name, &f) != 0 || f == NULL) {
+    tffi_clear_error();
+    SKIP("the official allocator misaligns above 16 bytes");
+  }
+  TVMFFIObjectDecRef(f);
+  REQUIRE(def != NULL && def->allocate != NULL);
+  for (i = 0; i < sizeof(aligns) / sizeof(aligns[0]); ++i) {
+    void* body = def->allocate(48, aligns[i], kTVMFFIObject, def->context);
+    REQUIRE(body != NULL);
+    CHECK_EQ((uintptr_t)body % aligns[i], 0);
+    memset(body, 0x5A, 48);
+    ((TVMFFIObjectAllocHeader*)body - 1)->delete_space(body);
+  }
+  CHECK(def->allocate(48, 24, kTVMFFIObject, def->context) == NULL);
+  CHECK_RAISES(-1, "ValueError", "not a power of two");
+  CHECK(def->allocate((size_t)-8, 16, kTVMFFIObject, def->context) == NULL);
+  CHECK_RAISES(-1, "MemoryError", NULL);
 }
