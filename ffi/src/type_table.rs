@@ -41,9 +41,62 @@ pub struct TypeEntry {
     metadata: Option<Box<TVMFFITypeMetadata>>,
     /// Backing storage of the byte arrays inside `fields`, `methods` and `metadata`.
     strings: Vec<Box<[u8]>>,
+    /// Earlier buffers of `fields` and `methods`, outgrown but kept: readers take no lock, so
+    /// one may still read a buffer `info` pointed at before a registration grew it
+    /// (`push_published`).
+    retired_fields: Vec<Vec<TVMFFIFieldInfo>>,
+    retired_methods: Vec<Vec<TVMFFIMethodInfo>>,
     /// What the structural walks derived from this entry (`structural::type_facts`), owned by
     /// them: NULL until a walk meets an object of the type.
     pub(crate) walk_facts: AtomicPtr<std::ffi::c_void>,
+}
+
+/// Appends `item` to a field or method list that lock-free readers see through `info`: a full
+/// buffer is not reallocated in place (that frees the old one under a reader: a `ffi.ReprPrint`
+/// on another thread segfaulted while fields were registered, session 24 audit) but copied into
+/// a bigger one, the old one retired. Returns the new count.
+fn push_published<T>(list: &mut Vec<T>, retired: &mut Vec<Vec<T>>, item: T) -> usize {
+    if list.len() == list.capacity() {
+        let mut grown = Vec::with_capacity((2 * list.capacity()).max(8));
+        // (moved, not dropped: the old buffer keeps its bytes for readers still on it)
+        grown.append(list);
+        retired.push(std::mem::replace(list, grown));
+    }
+    list.push(item);
+    list.len()
+}
+
+/// Publishes a grown list: the pointer, then the count (release), so a reader that loads the
+/// count and then the pointer (`published_count`, `published_ptr`) never indexes a buffer
+/// shorter than the count it saw.
+///
+/// # Safety
+/// `ptr` and `count` are the slots of a live type info; `data` holds `n` items.
+unsafe fn publish<T>(ptr: &mut *const T, count: &mut i32, data: *const T, n: usize) {
+    // SAFETY: the slots are aligned and live; readers access them atomically or as C does.
+    unsafe {
+        AtomicPtr::from_ptr(ptr as *mut *const T as *mut *mut T)
+            .store(data as *mut T, Ordering::Release);
+        std::sync::atomic::AtomicI32::from_ptr(count).store(n as i32, Ordering::Release);
+    }
+}
+
+/// `*count` as `publish` stores it (acquire: the items and pointer stored before are seen).
+///
+/// # Safety
+/// `count` is the slot of a live type info.
+pub(crate) unsafe fn published_count(count: *const i32) -> i32 {
+    // SAFETY: per the caller; only atomic stores write it after registration.
+    unsafe { std::sync::atomic::AtomicI32::from_ptr(count as *mut i32).load(Ordering::Acquire) }
+}
+
+/// `*ptr` as `publish` stores it.
+///
+/// # Safety
+/// `ptr` is the slot of a live type info.
+pub(crate) unsafe fn published_ptr<T>(ptr: *const *const T) -> *const T {
+    // SAFETY: per the caller.
+    unsafe { AtomicPtr::from_ptr(ptr as *mut *mut T).load(Ordering::Acquire) }
 }
 
 impl TypeEntry {
@@ -512,6 +565,8 @@ impl Table {
             methods: Vec::new(),
             metadata: None,
             strings: Vec::new(),
+            retired_fields: Vec::new(),
+            retired_methods: Vec::new(),
             walk_facts: AtomicPtr::new(ptr::null_mut()),
         }));
         self.set(index, entry);
@@ -815,9 +870,16 @@ impl Table {
             setter,
             ..*info
         };
-        e.fields.push(copy);
-        e.info.fields = e.fields.as_ptr();
-        e.info.num_fields = e.fields.len() as i32;
+        let n = push_published(&mut e.fields, &mut e.retired_fields, copy);
+        // SAFETY: the entry's own info; readers load the count, then the pointer.
+        unsafe {
+            publish(
+                &mut e.info.fields,
+                &mut e.info.num_fields,
+                e.fields.as_ptr(),
+                n,
+            )
+        };
         LAYOUT_GENERATION.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -835,9 +897,16 @@ impl Table {
             method,
             ..*info
         };
-        e.methods.push(copy);
-        e.info.methods = e.methods.as_ptr();
-        e.info.num_methods = e.methods.len() as i32;
+        let n = push_published(&mut e.methods, &mut e.retired_methods, copy);
+        // SAFETY: as for the fields.
+        unsafe {
+            publish(
+                &mut e.info.methods,
+                &mut e.info.num_methods,
+                e.methods.as_ptr(),
+                n,
+            )
+        };
         Ok(())
     }
 
@@ -876,16 +945,30 @@ impl Table {
         let owned = unsafe { Any::copy_from_raw_view(value) }?.into_raw();
         if i >= col.values.len() {
             // The old buffer is retired, not freed: readers may still hold `col.data` (no lock
-            // on reads). Kept reachable so leak checkers see it as owned.
+            // on reads). Kept reachable so leak checkers see it as owned. The value is in place
+            // before the buffer is published.
             let mut grown = Vec::with_capacity((i + 1).max(col.values.len() * 2).max(16));
             grown.extend_from_slice(&col.values);
             grown.resize(i + 1, TVMFFIAny::NONE);
+            grown[i] = owned;
             let old = std::mem::replace(&mut col.values, grown);
             col.retired.push(old);
+            let n = col.values.len();
+            // SAFETY: the column's own slots; readers load the size, then the data.
+            unsafe { publish(&mut col.col.data, &mut col.col.size, col.values.as_ptr(), n) };
+        } else {
+            // A slot readers may be reading, None until now: the value first, then its type
+            // index (release), so a reader that sees the type sees the value, never a typed
+            // zero (a Function index with a NULL pointer).
+            let slot: *mut TVMFFIAny = &mut col.values[i];
+            // SAFETY: a live, aligned slot of the column; written only under the writer lock.
+            unsafe {
+                ptr::addr_of_mut!((*slot).value).write(owned.value);
+                ptr::addr_of_mut!((*slot).small_str_len).write(owned.small_str_len);
+                std::sync::atomic::AtomicI32::from_ptr(ptr::addr_of_mut!((*slot).type_index))
+                    .store(owned.type_index, Ordering::Release);
+            }
         }
-        col.values[i] = owned;
-        col.col.data = col.values.as_ptr();
-        col.col.size = col.values.len() as i32;
         Ok(())
     }
 }
@@ -945,11 +1028,25 @@ unsafe fn column_entry(col: *const TVMFFITypeAttrColumn, ti: i32) -> Option<TVMF
     unsafe {
         let col = col.as_ref()?;
         let offset = ti - col.begin_index;
-        if offset < 0 || offset >= col.size || col.data.is_null() {
+        // the size, then the data, then the slot's type, then its value: the order
+        // `register_attr` publishes them in reverse
+        let size = published_count(ptr::addr_of!(col.size));
+        let data = published_ptr(ptr::addr_of!(col.data));
+        if offset < 0 || offset >= size || data.is_null() {
             return None;
         }
-        let v = *col.data.add(offset as usize);
-        (v.type_index != kTVMFFINone).then_some(v)
+        let slot = data.add(offset as usize);
+        let ti =
+            std::sync::atomic::AtomicI32::from_ptr(ptr::addr_of!((*slot).type_index) as *mut i32)
+                .load(Ordering::Acquire);
+        if ti == kTVMFFINone {
+            return None;
+        }
+        Some(TVMFFIAny {
+            type_index: ti,
+            small_str_len: ptr::addr_of!((*slot).small_str_len).read(),
+            value: ptr::addr_of!((*slot).value).read(),
+        })
     }
 }
 

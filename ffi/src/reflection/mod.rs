@@ -96,8 +96,12 @@ unsafe impl Sync for FieldRef {}
 impl FieldRef {
     /// The field description.
     pub fn info(&self) -> &TVMFFIFieldInfo {
-        // SAFETY: type infos are never freed, and a registered field is never removed.
-        unsafe { &*(*self.owner).fields.add(self.pos) }
+        // SAFETY: type infos are never freed, and a registered field is never removed; a
+        // buffer the table outgrew is kept, and `pos` is below a count published after it.
+        unsafe {
+            &*crate::type_table::published_ptr(std::ptr::addr_of!((*self.owner).fields))
+                .add(self.pos)
+        }
     }
 
     /// The field name.
@@ -248,7 +252,8 @@ impl FieldCursor {
                     std::cmp::Ordering::Equal => self.info,
                     std::cmp::Ordering::Greater => return None,
                 };
-                if (self.pos as i64) < (*owner).num_fields as i64 {
+                let n = crate::type_table::published_count(std::ptr::addr_of!((*owner).num_fields));
+                if (self.pos as i64) < n as i64 {
                     self.pos += 1;
                     return Some(FieldRef {
                         owner,
