@@ -99,6 +99,23 @@ pub(crate) unsafe fn published_ptr<T>(ptr: *const *const T) -> *const T {
     unsafe { AtomicPtr::from_ptr(ptr as *mut *mut T).load(Ordering::Acquire) }
 }
 
+/// The published items of a field or method list: the count, then the pointer.
+///
+/// # Safety
+/// `ptr` and `count` are the slots of a live type info, published by `publish`.
+unsafe fn published_slice<'a, T>(ptr: &'a *const T, count: &'a i32) -> &'a [T] {
+    // SAFETY: per the caller; published buffers are never freed.
+    unsafe {
+        let n = published_count(count).max(0) as usize;
+        let p = published_ptr(ptr);
+        if n == 0 || p.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(p, n)
+        }
+    }
+}
+
 impl TypeEntry {
     /// Owned copies of a registration's `(name, doc, metadata)` byte arrays, kept as long as
     /// the entry (the caller's buffers may go away after the call).
@@ -155,13 +172,17 @@ impl TypeEntry {
     pub fn key(&self) -> &str {
         &self.key
     }
-    /// Reflected fields registered on this type itself (not its ancestors).
+    /// Reflected fields registered on this type itself (not its ancestors), as published so
+    /// far (another thread may be registering more: the slice stays valid, a grown array's
+    /// old buffer is kept).
     pub fn fields(&self) -> &[TVMFFIFieldInfo] {
-        &self.fields
+        // SAFETY: this entry's published pointer and count (`publish`).
+        unsafe { published_slice(&self.info.fields, &self.info.num_fields) }
     }
-    /// Reflected methods registered on this type itself.
+    /// Reflected methods registered on this type itself (as `fields`).
     pub fn methods(&self) -> &[TVMFFIMethodInfo] {
-        &self.methods
+        // SAFETY: as above.
+        unsafe { published_slice(&self.info.methods, &self.info.num_methods) }
     }
     /// Registered metadata, if any.
     pub fn metadata(&self) -> Option<&TVMFFITypeMetadata> {

@@ -213,10 +213,12 @@ static RETIRED_FACTS: parking_lot::Mutex<Vec<usize>> = parking_lot::Mutex::new(V
 
 /// The number of fields of a type, its ancestors' included.
 fn field_count(info: &TVMFFITypeInfo) -> usize {
-    let mut n = info.num_fields.max(0) as usize;
+    // SAFETY: a live type info's count slot.
+    let mut n = unsafe { type_table::published_count(&info.num_fields) }.max(0) as usize;
     for depth in 1..info.type_depth.max(0) as usize {
         // SAFETY: `type_ancestors` has `type_depth` entries; type infos are never freed.
-        n += unsafe { (**info.type_ancestors.add(depth)).num_fields }.max(0) as usize;
+        n += unsafe { type_table::published_count(&(**info.type_ancestors.add(depth)).num_fields) }
+            .max(0) as usize;
     }
     n
 }
