@@ -658,7 +658,7 @@ typedef struct TVMFFIObjectAllocHeader {
 
 #ifdef __cplusplus
 extern "C" {
-#endif // __cplusplus
+#endif /* __cplusplus */
 
 /**
  * Copies a view into an owned Any (objects gain a reference; RawStr/ByteArrayPtr become
@@ -1047,7 +1047,7 @@ struct TVMFFICustomAllocator *TVMFFIGetCustomAllocator(void);
 void AnyFFIDLPackCapsuleDestructor(void *capsule);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+}  /* extern "C" */
+#endif  /* __cplusplus */
 
 #endif  /* ANYFFI_C_API_H_ */

@@ -83,6 +83,14 @@ fn main() -> ExitCode {
     };
     let mut out = Vec::new();
     bindings.write(&mut out);
+    // cbindgen closes its C++ guards with `//` comments, which C90 (`-std=c89 -pedantic`)
+    // warns about: block comments read the same in every C and C++ standard.
+    let out = String::from_utf8(out)
+        .expect("cbindgen writes UTF-8")
+        .replace("#endif // __cplusplus", "#endif /* __cplusplus */")
+        .replace("}  // extern \"C\"", "}  /* extern \"C\" */")
+        .replace("#endif  // __cplusplus", "#endif  /* __cplusplus */")
+        .into_bytes();
     let path = root.join(HEADER_NAME);
     if check {
         let current = std::fs::read(&path).unwrap_or_default();
