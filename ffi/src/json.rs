@@ -410,9 +410,10 @@ fn push_utf8(out: &mut Vec<u8>, cp: u32) {
     }
 }
 
-/// A map built from pairs in order (a later duplicate key overwrites the value in place).
+/// A map built from every pair at once, as the official parser's `Map(first, last)`: with 4
+/// or more pairs (repeated keys counted) a dense table, where a repeated key moves to the end.
 fn map_from_pairs(pairs: Vec<(Any, Any)>) -> Result<Map> {
-    Map::from_pairs(pairs)
+    Map::from_range(pairs)
 }
 
 fn errno_location() -> *mut libc::c_int {
@@ -718,6 +719,28 @@ mod tests {
 
     fn err(s: &str) -> String {
         p(s).unwrap_err().message().into_owned()
+    }
+
+    #[test]
+    fn repeated_keys_land_where_the_official_parser_puts_them() {
+        // (recorded on the official library: its objects are one `Map(first, last)` call, a
+        // dense table from 4 pairs on, where a repeated key moves to the end)
+        for (text, want) in [
+            (r#"{"a":1,"b":2,"a":3}"#, r#"{"a":3,"b":2}"#),
+            (r#"{"a":1,"b":2,"c":3,"a":4}"#, r#"{"b":2,"c":3,"a":4}"#),
+            (r#"{"a":1,"b":2,"a":3,"c":4}"#, r#"{"b":2,"a":3,"c":4}"#),
+            (r#"{"a":1,"a":2,"a":3,"a":4}"#, r#"{"a":4}"#),
+            (
+                r#"{"a":1,"b":2,"c":3,"d":4,"a":5}"#,
+                r#"{"b":2,"c":3,"d":4,"a":5}"#,
+            ),
+            (
+                r#"{"x":1,"y":2,"x":3,"y":4,"z":5,"x":6}"#,
+                r#"{"y":4,"z":5,"x":6}"#,
+            ),
+        ] {
+            assert_eq!(s(&p(text).unwrap(), 0), want, "{text}");
+        }
     }
 
     #[test]

@@ -297,6 +297,26 @@ impl ObjectRef<MapObj> {
         Ok(m)
     }
 
+    /// A Map built as the C++ `Map(first, last)` constructor builds one (`CreateFromRange`):
+    /// fewer than 4 pairs are inserted into a small map, 4 or more into a dense table sized
+    /// for all of them, so that a repeated key ends where the official constructor puts it
+    /// (last, in the dense table). The JSON parser builds its objects this way; `from_pairs`
+    /// is `ffi.Map`'s insertion one pair at a time.
+    pub fn from_range(pairs: Vec<(Any, Any)>) -> Result<Map> {
+        let n = pairs.len() as u64;
+        if n < crate::map_base::SMALL_MAX {
+            return Map::from_pairs(pairs);
+        }
+        let (shift, slots) = crate::map_base::table_size(n);
+        let mut m = crate::map_base::new_dense(kTVMFFIMap, shift, slots);
+        for (k, v) in pairs {
+            if let Inserted::Grown(g) = RawMap::of_owned(&m).insert(pair(k, v))? {
+                m = g;
+            }
+        }
+        Ok(from_base(m))
+    }
+
     /// Owned copies of the entries, in iteration order.
     pub fn to_vec(&self) -> Vec<(Any, Any)> {
         self.iter().map(|(k, v)| (owned(k), owned(v))).collect()

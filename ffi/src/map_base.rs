@@ -384,7 +384,7 @@ impl RawMap {
 
     /// A map we just created and hold the only reference to.
     #[inline]
-    fn of_owned(obj: &ObjectRef<MapBase>) -> RawMap {
+    pub(crate) fn of_owned(obj: &ObjectRef<MapBase>) -> RawMap {
         RawMap(NonNull::new(obj.as_ptr()).expect("non-null"))
     }
 

@@ -516,7 +516,8 @@ pub fn from_json_graph(graph: AnyView<'_>) -> Result<Any> {
         return Err(invalid(", expected an object"));
     };
     let root = match top.get_str("root_index")? {
-        Some(v) if matches!(v.type_index(), kTVMFFIInt | kTVMFFIBool) => v.as_i64().unwrap_or(0),
+        // (an int only: the official reader refuses `true`, unlike the indices inside nodes)
+        Some(v) if v.type_index() == kTVMFFIInt => v.as_i64().unwrap_or(0),
         _ => return Err(invalid(", expected `root_index` integer field")),
     };
     let nodes: Vec<Any> = match top.get_str("nodes")? {
@@ -746,10 +747,11 @@ impl GraphReader {
             ReadBody::Container { ti, values, .. } => Ok(match ti {
                 kTVMFFIArray => Any::from(Array::from_vec(values)),
                 kTVMFFIList => Any::from(List::from_vec(values)),
+                // (decoded value first: see `get_or_open`)
                 kTVMFFIMap => {
                     let mut it = values.into_iter();
                     let mut pairs = Vec::new();
-                    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    while let (Some(v), Some(k)) = (it.next(), it.next()) {
                         pairs.push((k, v));
                     }
                     Any::from(Map::from_pairs(pairs)?)
@@ -757,7 +759,7 @@ impl GraphReader {
                 _ => {
                     let d = Dict::new();
                     let mut it = values.into_iter();
-                    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    while let (Some(v), Some(k)) = (it.next(), it.next()) {
                         d.insert(k, v)?;
                     }
                     Any::from(d)
@@ -866,6 +868,14 @@ impl GraphReader {
                         children.len()
                     )));
                 }
+                // A pair's value is decoded before its key, as the official reader does (which
+                // error wins when both are bad): children go value first, `finish` swaps back.
+                let mut children = children;
+                if ti == kTVMFFIMap || ti == kTVMFFIDict {
+                    for pair in children.chunks_exact_mut(2) {
+                        pair.swap(0, 1);
+                    }
+                }
                 self.in_progress[i] = true;
                 return Ok(Decoded::Open(ReadFrame {
                     node: i,
@@ -942,6 +952,39 @@ pub fn bigint_json_hooks() -> (Function, Function) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// (recorded on the official library)
+    #[test]
+    fn root_index_must_be_an_int_and_pair_values_decode_first() {
+        let read = |text: &str| {
+            let g = crate::json::parse(text.as_bytes()).unwrap();
+            from_json_graph(g.as_view())
+        };
+        let e = read(r#"{"root_index":true,"nodes":[{"type":"int","data":5}]}"#).unwrap_err();
+        assert_eq!(e.kind(), "ValueError");
+        assert!(e.message().contains("expected `root_index` integer field"));
+        for kind in ["ffi.Map", "ffi.Dict"] {
+            let text = format!(
+                r#"{{"root_index":2,"nodes":[{{"type":"int","data":1.5}},{{"type":"float","data":"x"}},{{"type":"{kind}","data":[0,1]}}]}}"#
+            );
+            let e = read(&text).unwrap_err();
+            assert_eq!(
+                e.message(),
+                "Cannot convert from type `ffi.SmallStr` to `float`",
+                "{kind}: the value's error wins"
+            );
+        }
+        let m = read(r#"{"root_index":4,"nodes":[{"type":"int","data":1},{"type":"int","data":2},{"type":"int","data":3},{"type":"int","data":4},{"type":"ffi.Map","data":[0,1,2,3,0,3]}]}"#)
+            .unwrap()
+            .get::<Map>()
+            .unwrap();
+        let pairs: Vec<(i64, i64)> = m
+            .to_vec()
+            .iter()
+            .map(|(k, v)| (k.get::<i64>().unwrap(), v.get::<i64>().unwrap()))
+            .collect();
+        assert_eq!(pairs, vec![(1, 4), (3, 4)]);
+    }
 
     #[test]
     fn base64() {
