@@ -81,6 +81,17 @@ pub fn dtype_bytes(dtype: DLDataType) -> usize {
     (dtype.bits as usize * dtype.lanes as usize).div_ceil(8)
 }
 
+/// The strides a DLPack import gives a producer's tensor without strides: the running
+/// product of the sizes as they are, as the official library (and numpy) compute them, so a
+/// dimension left of an empty one gets stride 0 (`compact_strides` counts empty sizes as 1).
+fn import_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1].wrapping_mul(shape[i + 1]);
+    }
+    strides
+}
+
 /// Compact row-major strides of `shape`. Strides past `i64::MAX` saturate (no tensor that
 /// large has memory: the allocating and viewing functions refuse such shapes).
 pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
@@ -190,7 +201,7 @@ fn build(dl: DLTensor, owner: Owner, copy_shape: bool) -> Tensor {
     let synthesized = if need_strides {
         Some(match strides {
             Some(s) => s.to_vec(),
-            None => compact_strides(shape),
+            None => import_strides(shape),
         })
     } else {
         None
@@ -270,12 +281,13 @@ impl ObjectRef<TensorObj> {
                 version.major, DLPACK_MAJOR_VERSION
             )));
         }
+        // (alignment and contiguity first, then the flag, in the official order and words)
+        check_dlpack(&dl, require_alignment, require_contiguous)?;
         if flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0 {
             return Err(Error::runtime_error(
-                "FromDLPack: Subbyte type padded is not yet supported",
+                "Subbyte type padded is not yet supported",
             ));
         }
-        check_dlpack(&dl, require_alignment, require_contiguous)?;
         Ok(build(dl, Owner::Versioned(mt), false))
     }
 

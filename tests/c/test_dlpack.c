@@ -201,6 +201,41 @@ TEST(dlpack_require_alignment_device_type_zero) {
   CHECK_EQ(p.deleter_calls, 1);
 }
 
+/* A producer without strides: the synthesised strides are the running product of the sizes as
+ * they are (numpy's and the official library's), so dimensions left of an empty one get 0. */
+TEST(dlpack_synthesised_strides_of_an_empty_tensor) {
+  Producer p;
+  void* t = NULL;
+  producer_init(&p, 0);
+  p.shape[1] = 0;
+  p.mt.dl_tensor.shape = p.shape;
+  if (CHECK_OK(TVMFFITensorFromDLPack(&p.mt, 0, 0, &t))) {
+    DLTensor* dl = tensor_dl(t);
+    REQUIRE(dl->strides != NULL);
+    CHECK_EQ(dl->strides[0], 0);
+    CHECK_EQ(dl->strides[1], 4);
+    CHECK_EQ(dl->strides[2], 1);
+    CHECK_OK(TVMFFIObjectDecRef(t));
+  }
+  CHECK_EQ(p.deleter_calls, 1);
+}
+
+/* A versioned import checks alignment and contiguity before the sub-byte flag, worded as upstream. */
+TEST(dlpack_versioned_checks_in_order) {
+  Producer p;
+  void* t = NULL;
+  producer_init(&p, 1);
+  p.mtv.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  CHECK_RAISES(TVMFFITensorFromDLPackVersioned(&p.mtv, 0, 0, &t), "RuntimeError",
+               "Subbyte type padded is not yet supported");
+  producer_init(&p, 1);
+  p.mtv.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  p.mtv.dl_tensor.byte_offset = 2;
+  CHECK_RAISES(TVMFFITensorFromDLPackVersioned(&p.mtv, 4, 0, &t), "RuntimeError",
+               "not aligned to 4 bytes");
+  CHECK_EQ(p.versioned_deleter_calls, 0); /* a refused import leaves the tensor to the caller */
+}
+
 TEST(dlpack_require_contiguous) {
   Producer p;
   void* t = NULL;

@@ -350,7 +350,7 @@ def test_a_dict_changed_during_iteration_ends_it_with_an_error() -> None:
     # (positions would name other entries: keys skipped or seen twice); replacing values is fine
     for change in ("insert", "delete", "insert_many"):
         d = tvm_ffi.Dict({f"k{i}": i for i in range(8)})
-        with pytest.raises(RuntimeError, match="changed size during iteration"):
+        with pytest.raises(RuntimeError, match="changed during iteration"):
             for k in d:
                 if change == "delete":
                     del d[k]

@@ -351,7 +351,7 @@ function Base.iterate(m::TVMDict)
         end
     catch e
         # another thread added or removed keys while the pairs were read
-        (e isa TVMError && occursin("changed size during iteration", e.message)) || rethrow()
+        (e isa TVMError && occursin("changed during iteration", e.message)) || rethrow()
         throw(InvalidStateException("TVMDict changed size during iteration", :modified))
     end
     return iterate(m, (pairs, 0, len))

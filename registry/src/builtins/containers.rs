@@ -330,7 +330,8 @@ fn forward_iter_functor(name: &'static str, keep: ObjectRef<MapBase>) -> Functio
         let _g = anyffi::seq::container_lock(keep.as_raw());
         if token.is_some_and(|t| t != map.iteration_token()) {
             return Err(Error::runtime_error(format!(
-                "{name}: the dict changed size during iteration"
+                "{name}: the dict changed during iteration (an entry added or removed, or its \
+                 storage rebuilt)"
             )));
         }
         let p = pos.load(Ordering::Relaxed);
