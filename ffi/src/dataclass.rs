@@ -446,6 +446,16 @@ fn ordering(o: std::cmp::Ordering) -> i32 {
     o as i32
 }
 
+/// The order of two strings or byte strings as the official comparison gives it: byte by
+/// byte as C `char`, which is signed on x86-64 (a byte from 0x80 on, as in any non-ASCII UTF-8
+/// text, sorts before ASCII), then the shorter first.
+fn memncmp(l: &[u8], r: &[u8]) -> std::cmp::Ordering {
+    match l.iter().zip(r).find(|(a, b)| a != b) {
+        Some((&a, &b)) => (a as i8).cmp(&(b as i8)),
+        None => l.len().cmp(&r.len()),
+    }
+}
+
 impl Comparer {
     fn new(eq_only: bool) -> Self {
         Comparer {
@@ -538,7 +548,7 @@ impl Comparer {
         }
         if let (Some((ls, lb)), Some((rs, rb))) = (text(l), text(r)) {
             if ls == rs {
-                return Ok(Some(ordering(lb.cmp(rb))));
+                return Ok(Some(ordering(memncmp(lb, rb))));
             }
         }
         if lti != rti {

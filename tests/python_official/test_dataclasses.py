@@ -287,3 +287,36 @@ def test_hook_callbacks_on_another_thread_see_the_hooks_running() -> None:
 
 
 THREADED_HASH = 8469211059539376391  # recorded on the official library
+
+
+# --- session 24: found by a differential fuzz on both libraries -----------------------------
+
+
+@py_class("pyofficial.KwAfterPos")
+class KwAfterPos(Object):
+    x: float
+    y: int = field(kw_only=True)
+
+
+def test_init_binds_the_positional_arguments_that_fit_before_counting_them() -> None:
+    # with keywords, a bad positional argument is the error even when there are too many
+    with pytest.raises(TypeError, match="field 'x'"):
+        KwAfterPos(b"by", 1, y=2)
+    with pytest.raises(TypeError, match="takes at most 1 positional argument"):
+        KwAfterPos(1.0, 1, y=2)
+    with pytest.raises(TypeError, match="takes at most 1 positional argument"):
+        KwAfterPos(b"by", 1)
+
+
+@py_class("pyofficial.Text", eq=True, order=True)
+class Text(Object):
+    s: str = ""
+
+
+def test_order_of_strings_compares_bytes_as_signed_chars() -> None:
+    # the official comparison reads each byte as a C char (signed on x86-64): non-ASCII text
+    # (UTF-8 bytes from 0x80) sorts before ASCII
+    assert not Text(s="a") < Text(s="\u00e9")
+    assert Text(s="\u00e9") < Text(s="q")
+    assert Text(s="ab") < Text(s="abc")
+    assert Text(s="b") > Text(s="a")

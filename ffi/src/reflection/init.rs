@@ -154,14 +154,22 @@ impl InitPlan {
         let marker = kwargs_ptr();
         let kwargs_at = args.iter().position(|a| a.as_object_ptr() == Some(marker));
         let npos = kwargs_at.unwrap_or(args.len());
-        if npos > self.positional.len() {
-            return Err(Error::type_error(format!(
+        let too_many = || {
+            Error::type_error(format!(
                 "{key}.__ffi_init__() takes at most {} positional argument(s), but {npos} were given",
                 self.positional.len()
-            )));
+            ))
+        };
+        // Without keywords the count is checked first; with them, the positional arguments
+        // that fit are bound first (so a bad one among them is the error), as upstream does.
+        if kwargs_at.is_none() && npos > self.positional.len() {
+            return Err(too_many());
         }
         for (a, &i) in args[..npos].iter().zip(&self.positional) {
             set_field(&mut set, i, a)?;
+        }
+        if npos > self.positional.len() {
+            return Err(too_many());
         }
         if let Some(at) = kwargs_at {
             let rest = &args[at + 1..];
