@@ -207,8 +207,7 @@ TEST(dlpack_synthesised_strides_of_an_empty_tensor) {
   Producer p;
   void* t = NULL;
   producer_init(&p, 0);
-  p.shape[1] = 0;
-  p.mt.dl_tensor.shape = p.shape;
+  p.shape[1] = 0; /* (the producer's dl_tensor.shape points at p.shape) */
   if (CHECK_OK(TVMFFITensorFromDLPack(&p.mt, 0, 0, &t))) {
     DLTensor* dl = tensor_dl(t);
     REQUIRE(dl->strides != NULL);

@@ -265,13 +265,15 @@ static int test_allocator(DLTensor* proto, DLManagedTensorVersioned** out, void*
   return 0;
 }
 
-/* Whether the library under test is anyffi (it always registers anyffi.testing.*). */
-static int is_anyffi(void) {
-  TVMFFIByteArray name = {"anyffi.testing.nop", 18};
-  void* f = NULL;
-  if (TVMFFIFunctionGetGlobal(&name, &f) != 0 || f == NULL) return 0;
-  TVMFFIObjectDecRef(f);
-  return 1;
+/* A CPU float32 prototype of `ndim` dimensions over `shape`. */
+static void cpu_f32_proto(DLTensor* proto, int64_t* shape, int ndim) {
+  memset(proto, 0, sizeof(*proto));
+  proto->device.device_type = kDLCPU;
+  proto->ndim = ndim;
+  proto->dtype.code = kDLFloat;
+  proto->dtype.bits = 32;
+  proto->dtype.lanes = 1;
+  proto->shape = shape;
 }
 
 /* Allocators that fail with their own codes, and one whose tensor this library refuses. */
@@ -306,15 +308,8 @@ TEST(env_tensor_alloc_failure_codes) {
   DLTensor proto;
   int64_t shape[1] = {3};
   void* t = NULL;
-  char kind[64], msg[256];
   DLPackManagedTensorAllocator before = TVMFFIEnvGetDLPackManagedTensorAllocator();
-  memset(&proto, 0, sizeof(proto));
-  proto.device.device_type = kDLCPU;
-  proto.ndim = 1;
-  proto.dtype.code = kDLFloat;
-  proto.dtype.bits = 32;
-  proto.dtype.lanes = 1;
-  proto.shape = shape;
+  cpu_f32_proto(&proto, shape, 1);
 
   REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(alloc_raises_minus2, 0, NULL));
   CHECK_EQ(TVMFFIEnvTensorAlloc(&proto, &t), -2);
@@ -326,7 +321,7 @@ TEST(env_tensor_alloc_failure_codes) {
   CHECK(t == NULL);
   tffi_clear_error(); /* ours raises an InternalError naming the code; upstream raises none */
 
-  if (is_anyffi()) {
+  if (tffi_is_anyffi()) {
     g_alloc_calls = g_alloc_frees = 0;
     REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(alloc_version_2, 0, NULL));
     CHECK_RAISES(TVMFFIEnvTensorAlloc(&proto, &t), "RuntimeError", "major version 2");
@@ -334,8 +329,6 @@ TEST(env_tensor_alloc_failure_codes) {
     CHECK_EQ(g_alloc_calls, 1);
     CHECK_EQ(g_alloc_frees, 1);
   }
-  (void)kind;
-  (void)msg;
   REQUIRE_OK(TVMFFIEnvSetDLPackManagedTensorAllocator(before, 0, NULL));
 }
 
@@ -344,13 +337,7 @@ TEST(env_tensor_alloc) {
   int64_t shape[2] = {5, 6};
   void* t = NULL;
   DLPackManagedTensorAllocator prev = (DLPackManagedTensorAllocator)0x1;
-  memset(&proto, 0, sizeof(proto));
-  proto.device.device_type = kDLCPU;
-  proto.ndim = 2;
-  proto.dtype.code = kDLFloat;
-  proto.dtype.bits = 32;
-  proto.dtype.lanes = 1;
-  proto.shape = shape;
+  cpu_f32_proto(&proto, shape, 2);
 
   /* What the getter reports is what a thread-local Set reports as the previous value (no
      library allocator shows through the getter). */
@@ -369,7 +356,7 @@ TEST(env_tensor_alloc) {
   CHECK(TVMFFIEnvGetDLPackManagedTensorAllocator() == NULL);
   /* anyffi goes beyond the official library with a fallback CPU allocator, so
      TVMFFIEnvTensorAlloc works with no host framework; the official library has none. */
-  if (is_anyffi()) {
+  if (tffi_is_anyffi()) {
     if (CHECK_OK(TVMFFIEnvTensorAlloc(&proto, &t))) {
       DLTensor* dl = (DLTensor*)tffi_cell(t);
       CHECK_EQ(dl->shape[1], 6);

@@ -280,6 +280,13 @@ void* tffi_get_global(const char* name) {
   return f;
 }
 
+int tffi_is_anyffi(void) {
+  void* f = tffi_get_global("anyffi.testing.nop");
+  if (f == NULL) return 0;
+  TVMFFIObjectDecRef(f);
+  return 1;
+}
+
 int tffi_call(void* func, TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {
   *result = tffi_none();
   return TVMFFIFunctionCall(func, args, num_args, result);

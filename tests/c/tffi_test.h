@@ -247,6 +247,10 @@ TVMFFIAny tffi_make_string(const char* s);
 /* New reference to a global function, or NULL when it is not registered. */
 void* tffi_get_global(const char* name);
 
+/* Whether the library under test is anyffi (it always registers anyffi.testing.*): tests of
+ * behaviour the official library lacks (or exits on) skip without it. */
+int tffi_is_anyffi(void);
+
 /*
  * Call a function object. *result is initialised to None first. Returns the
  * library's return code.
