@@ -15,7 +15,8 @@
 #
 # Each version's package is staged with the library under test as tvm_ffi/lib/libtvm_ffi.so
 # (the first place every version's loader looks, and core.so's RUNPATH), with its own
-# libtvm_ffi_testing.so; a conftest stops the run unless exactly that library is mapped.
+# libtvm_ffi_testing.so; tests/upstream_python/conftest.py stops the run unless exactly that
+# library is mapped.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [[ $# -ge 1 ]] || { echo "usage: $0 VERSION [LIBDIR]" >&2; exit 2; }
@@ -64,8 +65,10 @@ run_on() {  # run_on NAME LIBFILE: junit XML at $cache/NAME.xml
   # loaders before 0.1.13 find the package's files through its installed metadata
   cp -a "$cache"/wheel/*.dist-info "$work/pkg/"
   cp -a "$cache/sdist/tests/python" "$work/tests"
-  [[ -f "$work/tests/conftest.py" ]] && mv "$work/tests/conftest.py" "$work/tests/conftest_upstream.py"
-  cp "$root/tests/older_packages/conftest.py" "$work/tests/conftest.py"
+  # the identity check of tests/upstream_python (no 0.1.x suite has a conftest of its own)
+  [[ ! -f "$work/tests/conftest.py" ]] ||
+    { echo "$0: apache-tvm-ffi $ver's suite has a conftest.py; the identity check would replace it" >&2; exit 2; }
+  cp "$root/tests/upstream_python/conftest.py" "$work/tests/conftest.py"
   : >"$work/pytest.ini"
   echo "run.sh: apache-tvm-ffi $ver tests/python on $name ($lib)"
   (cd "$work/tests" && env -u LD_LIBRARY_PATH -u LD_PRELOAD PYTHONPATH="$work/pkg" PYTHONNOUSERSITE=1 \
