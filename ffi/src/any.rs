@@ -369,13 +369,9 @@ impl<'a> AnyView<'a> {
     /// A new strong reference to the held object if it is a `T`.
     #[inline]
     pub fn as_object_of<T: ObjectType>(&self) -> Option<ObjectRef<T>> {
-        let p = self.as_object_ptr()?;
-        // SAFETY: object views point at live objects.
-        if !T::is_instance(unsafe { (*p).type_index }) {
-            return None;
-        }
-        // SAFETY: type checked above; we take our own reference.
-        Some(unsafe { ObjectRef::from_raw_borrowed(NonNull::new(p as *mut T)?) })
+        let r = self.as_object_ref_of::<T>()?;
+        // SAFETY: a live object of type T; we take our own reference.
+        Some(unsafe { ObjectRef::from_raw_borrowed(NonNull::from(r)) })
     }
 
     /// The held object if it is a `T`, borrowed for the view's lifetime: no reference is
@@ -608,7 +604,7 @@ fn out_of_range<T>(v: &AnyView<'_>) -> Option<String> {
 }
 
 /// `refusal` of the string conversions: a string whose bytes are not UTF-8.
-pub(crate) fn not_utf8(v: &AnyView<'_>) -> Option<String> {
+fn not_utf8(v: &AnyView<'_>) -> Option<String> {
     (matches!(v.type_index(), kTVMFFISmallStr | kTVMFFIStr | kTVMFFIRawStr) && v.as_str().is_none())
         .then(|| "a string that is not valid UTF-8".to_owned())
 }

@@ -145,17 +145,14 @@ impl TypeEntry {
         // A field that shadows an ancestor's is registered, with a warning on stderr for each
         // ancestor (root first) that has it, in the official library's words.
         for &a in &self.ancestors {
-            // SAFETY: ancestors' infos live in the table for the process's lifetime; their
-            // field arrays are read under the table's writer lock, which every update holds.
+            // SAFETY: ancestors' infos live in the table for the process's lifetime, their
+            // field lists published by `publish`.
             let (key, fields) = unsafe {
                 let a = &*a;
-                let n = a.num_fields.max(0) as usize;
-                let fields = if n == 0 || a.fields.is_null() {
-                    &[][..]
-                } else {
-                    std::slice::from_raw_parts(a.fields, n)
-                };
-                (byte_array_str(&a.type_key), fields)
+                (
+                    byte_array_str(&a.type_key),
+                    published_slice(&a.fields, &a.num_fields),
+                )
             };
             for _ in fields.iter().filter(|f| taken(f)) {
                 eprintln!(

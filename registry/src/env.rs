@@ -314,34 +314,42 @@ unsafe extern "C" fn default_allocate(
     _ti: i32,
     _ctx: *mut c_void,
 ) -> *mut c_void {
+    match default_block(size, align) {
+        Ok(body) => body,
+        Err(e) => {
+            anyffi::error::set_raised(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `default_allocate`'s block, or the error it raises.
+fn default_block(size: usize, align: usize) -> Result<*mut c_void> {
     if !align.is_power_of_two() {
-        anyffi::error::set_raised(Error::value_error(format!(
+        return Err(Error::value_error(format!(
             "object allocation: alignment {align} is not a power of two"
         )));
-        return std::ptr::null_mut();
     }
     let slack = align.saturating_sub(16);
-    let Some(total) = size.checked_add(PREFIX + slack) else {
-        anyffi::error::set_raised(Error::new(
+    let total = size.checked_add(PREFIX + slack).ok_or_else(|| {
+        Error::new(
             "MemoryError",
             format!(
                 "object allocation: {size} bytes aligned to {align} overflow the address space"
             ),
-        ));
-        return std::ptr::null_mut();
-    };
+        )
+    })?;
     // SAFETY: plain malloc of the prefix, the alignment slack and the body.
     let base = unsafe { libc::malloc(total) } as *mut u8;
     if base.is_null() {
-        anyffi::error::set_raised(Error::new(
+        return Err(Error::new(
             "MemoryError",
             format!("object allocation: out of memory for {size} bytes"),
         ));
-        return std::ptr::null_mut();
     }
     // SAFETY: the block has room for the prefix and the slack; the base pointer and the header
     // sit right before the aligned body.
-    unsafe {
+    Ok(unsafe {
         let first = base as usize + PREFIX;
         let body = base.add(first.next_multiple_of(align.max(16)) - base as usize);
         *(body.sub(PREFIX) as *mut *mut u8) = base;
@@ -351,7 +359,7 @@ unsafe extern "C" fn default_allocate(
             delete_space: Some(default_delete_space),
         });
         body as *mut c_void
-    }
+    })
 }
 
 struct AllocatorPtr(*mut TVMFFICustomAllocator);
